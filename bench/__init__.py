@@ -1,0 +1,21 @@
+"""Benchmarks (`taskmine bench ...`). Speed goals live here, never in timed tests.
+
+Every number is measured in the same process, on the same input, against a named baseline, and
+printed as a table with the ratio.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+
+def run(what: str, scale: int = 50, out: str | None = None) -> int:
+    if what == "ingest":
+        from bench.ingest import bench_ingest
+
+        if out:
+            return bench_ingest(Path(out), scale)
+        with tempfile.TemporaryDirectory(prefix="taskmine-bench-") as tmp:
+            return bench_ingest(Path(tmp), scale)
+    raise ValueError(f"unknown benchmark {what!r}; choose: ingest")

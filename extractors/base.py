@@ -1,0 +1,165 @@
+"""The `Extractor` base and the explicit registry.
+
+Invariants (DESIGN.md, Conventions 4-5):
+- An extractor is one small class: a registry name, a source name, file patterns, a pydantic config
+  and one streaming `iter_records(path)` that yields `Event` and `Quarantine` rows one at a time.
+  It never loads a whole export into memory and never drops a bad record silently: a record it
+  cannot parse becomes a `Quarantine` row with file, offset and reason, and the next record is read.
+- Registration is explicit (`@register_extractor("jira_json")`); third-party connectors register
+  through the `taskmine.extractors` entry point group. The registry stores names, never functions.
+- Extractors never import dagster and never write to the warehouse.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from warehouse.ids import content_hash, event_id
+from warehouse.schemas import Event, Quarantine
+
+Row = Event | Quarantine
+ENTRY_POINT_GROUP = "taskmine.extractors"
+EXCERPT_LIMIT = 2048
+
+
+class ExtractorConfig(BaseModel):
+    """Per-extractor settings; subclasses add fields. Unknown keys are an error, not ignored."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Extractor(ABC):
+    """Base of every connector. Subclasses set the class attributes and implement `iter_records`."""
+
+    name: ClassVar[str] = ""              # registry name, e.g. "jira_json"
+    source: ClassVar[str] = ""            # Event.source, e.g. "jira"
+    patterns: ClassVar[tuple[str, ...]] = ()  # glob patterns of the files it reads (for `detect`)
+    Config: ClassVar[type[ExtractorConfig]] = ExtractorConfig
+
+    def __init__(self, dataset: str, config: ExtractorConfig | dict | None = None, run_id: str = "", *,
+                 root: Path | None = None):
+        self.dataset = dataset
+        self.config = config if isinstance(config, ExtractorConfig) else self.Config(**(config or {}))
+        self.run_id = run_id
+        self.root = root  # the dataset folder; file names in rows are relative to it (see `rel`)
+
+    def rel(self, path: Path | str) -> str:
+        """`path` as rows name it: relative to the dataset folder (POSIX), so that provenance and
+        quarantine ids do not change when the export is moved; unchanged when outside it."""
+        if self.root is not None:
+            try:
+                return Path(path).resolve().relative_to(Path(self.root).resolve()).as_posix()
+            except ValueError:
+                pass
+        return str(path)
+
+    # -- discovery ---------------------------------------------------------------------------------
+    @classmethod
+    def detect(cls, root: Path) -> list[Path]:
+        """The inputs under `root` this extractor claims (files matching `patterns`), sorted.
+
+        Override when an input is not a file (a git repository is a folder)."""
+        found = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d != ".git")
+            for f in sorted(filenames):
+                if any(fnmatch.fnmatch(f, p) for p in cls.patterns):
+                    found.append(Path(dirpath) / f)
+        return found
+
+    # -- the one method a connector writes ---------------------------------------------------------
+    @abstractmethod
+    def iter_records(self, path: Path) -> Iterator[Row]:
+        """Yield one `Event` or `Quarantine` at a time from one input (file or folder)."""
+
+    # -- helpers for subclasses --------------------------------------------------------------------
+    def event(self, *, kind: str, native_id: str, **fields) -> Event:
+        return Event(event_id=event_id(self.dataset, self.source, native_id), dataset=self.dataset,
+                     source=self.source, kind=kind, native_id=native_id, ingest_run_id=self.run_id,
+                     **fields)
+
+    def quarantine(self, *, file: Path | str, error_class: str, message: str, offset: int | None = None,
+                   member: str | None = None, excerpt: str | bytes = "") -> Quarantine:
+        if isinstance(excerpt, bytes):
+            excerpt = excerpt[:EXCERPT_LIMIT].decode("utf-8", "replace")
+        excerpt = excerpt[:EXCERPT_LIMIT]
+        message = " ".join(str(message).split())[:500]
+        return Quarantine(
+            quarantine_id=content_hash("quarantine", self.dataset, self.source, str(file), offset, member,
+                                       error_class),
+            dataset=self.dataset, source=self.source, file=str(file), offset=offset, member=member,
+            error_class=error_class, message=message, excerpt=excerpt, ingest_run_id=self.run_id)
+
+
+# --- registry ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Registered:
+    name: str
+    cls: type[Extractor]
+    origin: str  # "builtin:<module>" or "entry-point:<distribution>"
+
+
+_REGISTRY: dict[str, Registered] = {}
+_ENTRY_POINTS_LOADED = False
+
+
+def register_extractor(name: str):
+    """Class decorator: make `cls` available under `name`. A second class under one name is an error."""
+
+    def wrap(cls: type[Extractor]) -> type[Extractor]:
+        if not (isinstance(cls, type) and issubclass(cls, Extractor)):
+            raise TypeError(f"@register_extractor({name!r}) must decorate an Extractor subclass")
+        existing = _REGISTRY.get(name)
+        if existing and existing.cls is not cls and existing.cls.__qualname__ != cls.__qualname__:
+            raise ValueError(f"extractor name {name!r} is taken by {existing.cls.__module__}")
+        cls.name = name
+        _REGISTRY[name] = Registered(name, cls, f"builtin:{cls.__module__}")
+        return cls
+
+    return wrap
+
+
+def _load_builtins() -> None:
+    # Importing the modules runs their @register_extractor decorators.
+    from extractors import git as _git  # noqa: F401
+    from extractors import jira as _jira  # noqa: F401
+
+
+def _load_entry_points() -> None:
+    global _ENTRY_POINTS_LOADED
+    if _ENTRY_POINTS_LOADED:
+        return
+    _ENTRY_POINTS_LOADED = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        cls = ep.load()
+        if ep.name not in _REGISTRY:
+            register_extractor(ep.name)(cls)
+        dist = getattr(ep, "dist", None)
+        _REGISTRY[ep.name] = Registered(ep.name, _REGISTRY[ep.name].cls,
+                                        f"entry-point:{dist.name if dist else ep.value}")
+
+
+def registry() -> dict[str, Registered]:
+    """Every registered extractor, builtin and third-party, by name (sorted)."""
+    _load_builtins()
+    _load_entry_points()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def get_extractor(name: str) -> type[Extractor]:
+    reg = registry()
+    if name not in reg:
+        raise KeyError(f"no extractor named {name!r}; known: {', '.join(reg) or 'none'} "
+                       f"(see `taskmine extractors list`)")
+    return reg[name].cls

@@ -1,0 +1,89 @@
+"""One asset per stage, partitioned by dataset. Each is a few lines: call `taskmine.flow`, attach metadata."""
+
+from __future__ import annotations
+
+from dagster import (
+    AssetExecutionContext,
+    DynamicPartitionsDefinition,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+)
+
+from pipelines.resources import ExportsResource, SandboxResource, WarehouseResource
+from taskmine import flow
+
+datasets = DynamicPartitionsDefinition(name="datasets")
+
+
+def _result(res: flow.StageResult, **extra) -> MaterializeResult:
+    md = {k: v for k, v in res.counts.items()}
+    if res.preview:
+        cols = list(res.preview[0])
+        table = "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)] +
+                          ["| " + " | ".join(str(r.get(c, "")).replace("|", "/").replace("\n", " ") for c in cols)
+                           + " |" for r in res.preview])
+        md["preview"] = MetadataValue.md(table)
+    md.update(extra)
+    return MaterializeResult(metadata=md)
+
+
+@asset(partitions_def=datasets, group_name="ingest", compute_kind="python",
+       description="Every record of the dataset's exports as events (private: real names), plus quarantine.")
+def raw_events(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
+    ds = context.partition_key
+    res = flow.ingest(warehouse.store(), ds, exports.dataset_dir(ds), run_id=context.run_id)
+    return _result(res, dataset_dir=MetadataValue.path(str(exports.dataset_dir(ds))))
+
+
+@asset(partitions_def=datasets, group_name="identity", deps=[raw_events],
+       description="Handles from every source resolved to persons, with the evidence of each merge.")
+def identities(context: AssetExecutionContext, warehouse: WarehouseResource):
+    return _result(flow.identities(warehouse.store(), context.partition_key))
+
+
+@asset(partitions_def=datasets, group_name="anonymize", deps=[identities],
+       description="Events with consistent pseudonyms and scrubbed PII; rewritten git histories.")
+def anonymized_events(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
+    ds = context.partition_key
+    return _result(flow.anonymize(warehouse.store(), ds, exports.dataset_dir(ds)))
+
+
+@asset(partitions_def=datasets, group_name="mining", deps=[anonymized_events],
+       description="Issues with their fixing commits (key links on word boundaries) and history.")
+def work_items(context: AssetExecutionContext, warehouse: WarehouseResource):
+    return _result(flow.work_items(warehouse.store(), context.partition_key))
+
+
+@asset(partitions_def=datasets, group_name="families", deps=[work_items],
+       description="Candidate tasks per family (triage, commit link): prompt, world, reference, rubric.")
+def tasks(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
+    from task_builders.config import load_config
+
+    ds = context.partition_key
+    return _result(flow.tasks(warehouse.store(), ds, load_config(exports.dataset_dir(ds))))
+
+
+@asset(partitions_def=datasets, group_name="validation", deps=[tasks],
+       description="Oracle and null replays of every task in its sandbox, repeated; cached per task.")
+def validations(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource,
+                sandbox: SandboxResource):
+    from task_builders.config import load_config
+
+    ds = context.partition_key
+    repeats = sandbox.repeats or load_config(exports.dataset_dir(ds)).repeats
+    box = sandbox.get()
+    res = flow.validations(warehouse.store(), ds, box, repeats, progress=context.log.info)
+    return _result(res, sandbox=box.name)
+
+
+@asset(partitions_def=datasets, group_name="publish", deps=[validations],
+       description="The versioned dataset labs load: tasks.parquet, worlds, manifest, card (leak-audited).")
+def published_dataset(context: AssetExecutionContext, warehouse: WarehouseResource):
+    result, counts = flow.publish(warehouse.store(), context.partition_key)
+    return MaterializeResult(metadata={
+        "path": MetadataValue.path(str(result.path)), "version": result.version, "tasks": result.tasks,
+        "new_version": result.created, "funnel": MetadataValue.json(counts)})
+
+
+STAGES = [raw_events, identities, anonymized_events, work_items, tasks, validations, published_dataset]

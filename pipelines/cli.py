@@ -1,0 +1,227 @@
+"""`taskmine`: the one command-line entry point.
+
+Every error a user can cause prints one line that says what is wrong and what to do, and exits 2;
+set TASKMINE_DEBUG=1 to see the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+EXAMPLES = """examples:
+  taskmine run                              # the bundled sample company, end to end
+  taskmine run --exports ~/exports          # every folder under ~/exports is a dataset
+  taskmine run --exports ~/exports --dataset acme --sandbox local
+  taskmine ui --exports ~/exports           # Dagster UI on http://127.0.0.1:3000
+  taskmine sample --out /tmp/exports --seed 7 --scale 5
+  taskmine replay --task 3f2a --agent oracle
+  taskmine replay --task 3f2a --agent "company answer --sha deadbeef"
+  taskmine audit --dataset acme
+  taskmine extractors list
+  taskmine extractors check ~/exports/acme
+  taskmine bench ingest --scale 50
+"""
+
+
+class UserError(Exception):
+    """A problem the user can fix; printed as one line."""
+
+
+def _env(args) -> None:
+    if getattr(args, "home", None):
+        os.environ["TASKMINE_HOME"] = str(Path(args.home).resolve())
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from taskmine.paths import dagster_home
+
+    os.environ["DAGSTER_HOME"] = str(dagster_home())
+
+
+def _exports(args) -> Path:
+    from taskmine.paths import default_exports
+
+    if args.exports:
+        path = Path(args.exports).expanduser().resolve()
+        if not path.is_dir():
+            raise UserError(f"--exports {args.exports}: no such folder; pass the folder that holds one "
+                            "sub-folder per dataset")
+        return path
+    path = default_exports()
+    if not (path / "acme").exists() and not os.environ.get("TASKMINE_EXPORTS"):
+        from sample.company import write_sample
+
+        print(f"writing the bundled sample company to {path} ...", flush=True)
+        write_sample(path, seed=0, scale=1, dataset="acme")
+    return path
+
+
+def cmd_run(args) -> int:
+    _env(args)
+    exports = _exports(args)
+    os.environ["TASKMINE_EXPORTS"] = str(exports)
+    if args.sandbox:
+        os.environ["TASKMINE_SANDBOX"] = args.sandbox
+    from taskmine import flow
+
+    names = args.dataset or flow.dataset_folders(exports)
+    if not names:
+        raise UserError(f"{exports}: no dataset folders; put each export in its own sub-folder "
+                        "(e.g. exports/acme/jira/*.json and exports/acme/repo/)")
+    missing = [n for n in names if not (exports / n).is_dir()]
+    if missing:
+        raise UserError(f"--dataset {missing[0]}: no folder {exports / missing[0]}")
+    from pipelines.runner import run_datasets
+
+    return run_datasets(names, repeats=args.repeats)
+
+
+def cmd_ui(args) -> int:
+    _env(args)
+    os.environ["TASKMINE_EXPORTS"] = str(_exports(args))
+    cmd = ["dagster", "dev", "-m", "pipelines.definitions", "-h", args.host, "-p", str(args.port)]
+    print(f"Dagster UI on http://{args.host}:{args.port} (exports: {os.environ['TASKMINE_EXPORTS']})", flush=True)
+    os.execvp(cmd[0], cmd)
+
+
+def cmd_sample(args) -> int:
+    from sample.company import write_sample
+
+    if args.scale < 1:
+        raise UserError("--scale must be 1 or more (1 is small enough for tests, 50 is a benchmark)")
+    t0 = time.perf_counter()
+    summary = write_sample(Path(args.out).resolve(), seed=args.seed, scale=args.scale, dataset=args.dataset)
+    print(f"wrote {summary} in {time.perf_counter() - t0:.1f}s")
+    return 0
+
+
+def cmd_replay(args) -> int:
+    _env(args)
+    from taskmine.ops import replay_task
+
+    return replay_task(args.task, args.agent, dataset=args.dataset, sandbox_kind=args.sandbox or "auto",
+                       timeout_s=args.timeout)
+
+
+def cmd_audit(args) -> int:
+    _env(args)
+    from taskmine import flow
+    from warehouse import audit
+    from warehouse.loader import DatasetError, resolve
+    from warehouse.store import Store
+
+    store = Store()
+    names = args.dataset or sorted(p.name for p in store.published_root().glob("*") if p.is_dir())
+    if not names:
+        raise UserError(f"nothing published under {store.published_root()}; run `taskmine run` first")
+    bad = 0
+    for ds in names:
+        try:
+            root = resolve(store.published_root() / ds)
+        except DatasetError as exc:
+            raise UserError(str(exc)) from None
+        hits = audit.scan(root, flow.anonymizer(store, ds).known_strings())
+        print(f"{ds} {root.name}: {len(hits)} known identities found")
+        for h in hits[:20]:
+            print(f"  {h.file}: {h.where} ({h.kind} #{h.index})")
+        bad += bool(hits)
+    return 1 if bad else 0
+
+
+def cmd_extractors(args) -> int:
+    from extractors.base import registry
+
+    if args.action == "list":
+        print(f"{'name':<14} {'source':<8} {'patterns':<16} origin")
+        for name, reg in registry().items():
+            print(f"{name:<14} {reg.cls.source:<8} {','.join(reg.cls.patterns) or '(folders)':<16} {reg.origin}")
+        return 0
+    if not args.path:
+        raise UserError("extractors check needs a PATH: the folder of one dataset's export")
+    from taskmine.ops import check_export
+
+    return check_export(Path(args.path))
+
+
+def cmd_bench(args) -> int:
+    _env(args)
+    from bench import run as bench_run
+
+    return bench_run(args.what, scale=args.scale, out=args.out)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="taskmine", description="Mine a company's record into validated RL tasks.",
+                                epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--home", help="warehouse folder (default: $TASKMINE_HOME or ./.taskmine)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    r = sub.add_parser("run", help="run every stage on every dataset (default: the bundled sample)",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("--exports", help="folder with one sub-folder per dataset (Jira JSON and/or a git repo)")
+    r.add_argument("--dataset", action="append", help="only this dataset (repeatable)")
+    r.add_argument("--sandbox", choices=["auto", "docker", "local"], help="where tasks are replayed (default auto)")
+    r.add_argument("--repeats", type=int, default=0, help="oracle/null repeats per task (default: dataset config, 3)")
+    r.set_defaults(fn=cmd_run)
+
+    u = sub.add_parser("ui", help="open the Dagster UI on the same definitions")
+    u.add_argument("--exports")
+    u.add_argument("--host", default="127.0.0.1")
+    u.add_argument("--port", type=int, default=3000)
+    u.set_defaults(fn=cmd_ui)
+
+    s = sub.add_parser("sample", help="write the synthetic sample company export and its ground truth")
+    s.add_argument("--out", required=True)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--scale", type=int, default=1)
+    s.add_argument("--dataset", default="acme")
+    s.set_defaults(fn=cmd_sample)
+
+    rp = sub.add_parser("replay", help="run one task with an agent: oracle, null, or a shell command")
+    rp.add_argument("--task", required=True, help="task id (a unique prefix is enough)")
+    rp.add_argument("--agent", required=True, help='oracle | null | "<shell command run in the task container>"')
+    rp.add_argument("--dataset")
+    rp.add_argument("--sandbox", choices=["auto", "docker", "local"])
+    rp.add_argument("--timeout", type=float, default=120.0)
+    rp.set_defaults(fn=cmd_replay)
+
+    a = sub.add_parser("audit", help="scan published datasets for known real identities")
+    a.add_argument("--dataset", action="append")
+    a.set_defaults(fn=cmd_audit)
+
+    e = sub.add_parser("extractors", help="list extractors, or check what an export would ingest")
+    e.add_argument("action", choices=["list", "check"])
+    e.add_argument("path", nargs="?")
+    e.set_defaults(fn=cmd_extractors)
+
+    b = sub.add_parser("bench", help="benchmarks: ingest")
+    b.add_argument("what", choices=["ingest"])
+    b.add_argument("--scale", type=int, default=50)
+    b.add_argument("--out", help="folder for the generated input (default: a temp folder)")
+    b.set_defaults(fn=cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.fn(args) or 0)
+    except KeyboardInterrupt:
+        print("taskmine: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if os.environ.get("TASKMINE_DEBUG"):
+            raise
+        known = exc.__class__.__name__ in {"UserError", "ConfigError", "NothingToIngest", "DatasetError",
+                                            "LeakError", "SandboxError", "SandboxUnavailable", "KeyError"}
+        msg = str(exc) if known else f"{type(exc).__name__}: {exc} (set TASKMINE_DEBUG=1 for the traceback)"
+        print(f"taskmine: error: {msg.strip().splitlines()[0] if msg.strip() else type(exc).__name__}",
+              file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

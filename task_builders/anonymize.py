@@ -1,0 +1,257 @@
+"""Consistent pseudonyms and scrubbing of known identities, e-mail addresses and phone numbers.
+
+Invariants:
+- Each person gets one pseudonym (full name, first, last, e-mail, username) used in every source and
+  every field, so a commit author and a Jira assignee that were the same person still are.
+- Pseudonyms are drawn deterministically from a per-dataset secret salt kept in the vault
+  (`$TASKMINE_HOME/private/vault/<dataset>.json`); they are never derived from the real name, and
+  never equal a real name (or a real name's first/last word) seen in the dataset.
+- Known identity strings are replaced wherever they occur in text, longest first, on word boundaries;
+  then any remaining e-mail address and phone number is replaced. Structured person fields are
+  replaced by their pseudonym directly.
+- Only this module (and the extractors before it) read raw text; every later stage reads the output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from task_builders.identity import Person, fold, persons
+from task_builders.patterns import EMAIL, EMAIL_OBFUSCATED, PHONE, is_phone
+from warehouse.ids import content_hash
+from warehouse.schemas import Event, Identity
+
+FIRST = tuple("""
+    Avery Blake Casey Dana Eden Finley Gray Harper Indy Jules Kai Logan Morgan Noel Oakley Parker
+    Quinn Reese Sage Tatum Umber Vale Wren Xen Yael Zion Arden Bellamy Cove Darcy Ellis Fenn Greer
+    Hollis Isley Jaden Kendall Lennox Marlo Nico Oren Perrin Rowan Sutton Teagan Vesper Wynn Amari
+    Briar Cael Dorian Emery Florian Gale Haven Ives Jory Kit Lark Milo Nova
+""".split())
+LAST = tuple("""
+    Ashdown Birchall Calloway Dunmore Everley Fairweather Galbraith Hartwell Ingram Jessop Kingsley
+    Lockhart Merriweather Northcott Oakhurst Pemberton Quimby Radcliffe Sterling Thornbury Underhill
+    Vantongeren Whitlock Yardley Zeller Abernathy Blackwood Cresswell Dalgleish Eastwood Fernsby
+    Gladwell Holloway Iverson Jardine Kettering Langford Marchetti Norwood Ormsby Prescott Rainsford
+    Shackleton Tilbury Upton Villiers Westbrook Yelland Ainsworth Brightman Coverdale Drummond
+    Eldridge Fitzwilliam Greenhalgh Hathersage Inchcombe Jolliffe
+""".split())
+# Words too common to treat as a username or first name in free text.
+STOPWORDS = frozenset("""
+    admin root user test bot build ci dev the and for not all any can will may bug fix issue team
+    null none true false master main head merge release jira git mail info support help
+""".split())
+
+
+@dataclass(frozen=True)
+class Pseudonym:
+    full_name: str
+    first: str
+    last: str
+    email: str
+    username: str
+
+
+class Vault:
+    """The private mapping person -> pseudonym, with the dataset's secret salt. Never published."""
+
+    def __init__(self, path: Path, salt: str, domain: str, pseudonyms: dict[str, Pseudonym]):
+        self.path, self.salt, self.domain, self.pseudonyms = path, salt, domain, pseudonyms
+
+    @classmethod
+    def load(cls, path: Path) -> Vault:
+        if path.exists():
+            data = json.loads(path.read_text())
+            return cls(path, data["salt"], data["domain"],
+                       {k: Pseudonym(**v) for k, v in data["pseudonyms"].items()})
+        salt = secrets.token_hex(16)
+        return cls(path, salt, f"corp-{content_hash('domain', salt)[:6]}.example", {})
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.path.parent, 0o700)
+        data = {"salt": self.salt, "domain": self.domain,
+                "pseudonyms": {k: asdict(v) for k, v in sorted(self.pseudonyms.items())}}
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, self.path)
+
+    def assign(self, people: list[Person]) -> None:
+        """Give every person without one a pseudonym that collides with no real or fake name."""
+        real_tokens = {t for p in people for n in p.names for t in fold(n).split()}
+        real_tokens |= {fold(u) for p in people for u in p.usernames}
+        taken = {fold(v.full_name) for v in self.pseudonyms.values()}
+        for p in people:
+            if p.person_id in self.pseudonyms:
+                continue
+            for attempt in range(10_000):
+                h = int(content_hash("pseudonym", self.salt, p.person_id, attempt)[:12], 16)
+                first, last = FIRST[h % len(FIRST)], LAST[(h // len(FIRST)) % len(LAST)]
+                if attempt >= len(FIRST) * len(LAST):
+                    last = f"{last}{attempt}"
+                full = f"{first} {last}"
+                if fold(full) in taken or fold(first) in real_tokens or fold(last) in real_tokens:
+                    continue
+                taken.add(fold(full))
+                user = f"{first[0]}{last}".lower()
+                self.pseudonyms[p.person_id] = Pseudonym(full, first, last,
+                                                         f"{first}.{last}@{self.domain}".lower(), user)
+                break
+
+
+class Scrubber:
+    """Replaces known identity strings, then e-mail addresses and phone numbers, in any text."""
+
+    def __init__(self, people: list[Person], vault: Vault):
+        self.vault = vault
+        terms: dict[str, str] = {}
+        first_owner: dict[str, set[str]] = {}
+        last_owner: dict[str, set[str]] = {}
+        for p in people:
+            for n in p.names:
+                words = n.split()
+                if len(words) >= 2:
+                    first_owner.setdefault(fold(words[0]), set()).add(p.person_id)
+                    last_owner.setdefault(fold(words[-1]), set()).add(p.person_id)
+        for p in people:
+            q = vault.pseudonyms[p.person_id]
+            for e in p.emails:
+                terms[e] = q.email
+                local = e.split("@")[0]
+                if len(local) >= 4 and fold(local) not in STOPWORDS:
+                    terms[local] = q.username
+            for n in p.names:
+                words = n.split()
+                if len(words) >= 2:
+                    terms[n] = q.full_name
+                    terms[f"{words[-1]}, {' '.join(words[:-1])}"] = f"{q.last}, {q.first}"
+                    f, last = fold(words[0]), fold(words[-1])
+                    if len(f) >= 3 and f not in STOPWORDS and first_owner.get(f) == {p.person_id}:
+                        terms[words[0]] = q.first
+                    if len(last) >= 4 and last not in STOPWORDS and last_owner.get(last) == {p.person_id}:
+                        terms[words[-1]] = q.last
+                elif len(n) >= 3 and fold(n) not in STOPWORDS:
+                    terms[n] = q.username
+            for u in p.usernames:
+                if len(u) >= 3 and fold(u) not in STOPWORDS:
+                    terms[u] = q.username
+        # Accent-free spellings of the same strings ("Jose" for "José").
+        for k, v in list(terms.items()):
+            terms.setdefault(_strip_accents(k), v)
+        self.terms = {k.casefold(): v for k, v in terms.items() if k.strip()}
+        self.known_emails = {e.casefold(): vault.pseudonyms[p.person_id].email for p in people for e in p.emails}
+        alternation = "|".join(re.escape(k) for k in sorted(self.terms, key=lambda s: (-len(s), s)))
+        self._known = re.compile(rf"(?<![\w@.])(?:{alternation})(?![\w@])", re.IGNORECASE) if terms else None
+
+    def __call__(self, text: str | None) -> str | None:
+        if not text:
+            return text
+        if self._known is not None:
+            text = self._known.sub(lambda m: self.terms.get(m.group(0).casefold(), "[PERSON]"), text)
+        text = EMAIL.sub(lambda m: self._email(m.group(0)), text)
+        text = EMAIL_OBFUSCATED.sub(lambda m: self._email(f"{m.group(1)}@{m.group(2).replace(' dot ', '.')}"),
+                                    text)
+        return PHONE.sub(lambda m: "[PHONE]" if is_phone(m.group(0)) else m.group(0), text)
+
+    def _email(self, address: str) -> str:
+        known = self.known_emails.get(address.casefold())
+        if known:
+            return known
+        if address.casefold().endswith(f"@{self.vault.domain}"):
+            return address
+        return f"person-{content_hash('email', self.vault.salt, address.casefold())[:8]}@redacted.example"
+
+
+def _strip_accents(text: str) -> str:
+    import unicodedata
+
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+class Anonymizer:
+    """Pseudonymizes whole events and git identities for one dataset."""
+
+    def __init__(self, identities: Iterable[Identity], vault: Vault):
+        identities = list(identities)
+        self.people = persons(identities)
+        vault.assign(self.people)
+        self.vault = vault
+        self.scrub = Scrubber(self.people, vault)
+        self.person_of = {i.handle: i.person_id for i in identities}
+
+    def pseudonym(self, handle: str | None) -> Pseudonym | None:
+        pid = self.person_of.get(handle or "")
+        return self.vault.pseudonyms.get(pid) if pid else None
+
+    def handle(self, handle: str | None) -> str | None:
+        if not handle:
+            return handle
+        q = self.pseudonym(handle)
+        if q is None:
+            return self.scrub(handle)
+        source = handle.split(":", 1)[0]
+        return f"{source}:{q.email if source == 'git' else q.username}"
+
+    def person(self, p: dict[str, Any]) -> dict[str, Any]:
+        q = self.pseudonym(p.get("handle"))
+        out = {k: self._walk(v) for k, v in p.items()}
+        out["handle"] = self.handle(p.get("handle"))
+        if q:
+            for key, value in (("display_name", q.full_name), ("email", q.email), ("username", q.username),
+                               ("name", q.username), ("key", q.username), ("emailAddress", q.email),
+                               ("displayName", q.full_name)):
+                if p.get(key):
+                    out[key] = value
+        return out
+
+    def _walk(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, list):
+            return [self._walk(v) for v in value]
+        if isinstance(value, dict):
+            if "handle" in value:
+                return self.person(value)
+            return {k: self._walk(v) for k, v in value.items()}
+        return value
+
+    def event(self, ev: Event) -> Event:
+        q = self.pseudonym(ev.actor)
+        return ev.model_copy(update={
+            "actor": self.handle(ev.actor),
+            "actor_name": q.full_name if q else self.scrub(ev.actor_name),
+            "recipients": [self.scrub(r) for r in ev.recipients],
+            "title": self.scrub(ev.title), "body": self.scrub(ev.body), "diff": self.scrub(ev.diff),
+            "attrs": self._walk(ev.attrs), "provenance": self._walk(ev.provenance),
+        })
+
+    def git_identity(self, name: str, email: str) -> tuple[str, str]:
+        """Map a git author/committer to the pseudonym of the person behind it."""
+        handle = f"git:{email.lower()}" if email else f"git:name:{name}"
+        q = self.pseudonym(handle)
+        if q:
+            return q.full_name, q.email
+        return (self.scrub(name) or "unknown"), (self.scrub(email) or "")
+
+    def known_strings(self) -> list[str]:
+        """Every real identity string the leak audit must not find in published files."""
+        out = set()
+        for p in self.people:
+            out.update(n for n in p.names if len(n.split()) >= 2 or len(n) >= 5)
+            out.update(p.emails)
+            out.update(u for u in p.usernames if len(u) >= 5 and fold(u) not in STOPWORDS)
+        return sorted(out)
+
+
+def anonymize_events(events: Iterable[Event], anonymizer: Anonymizer) -> Iterable[Event]:
+    return (anonymizer.event(ev) for ev in events)
+
+
+BlobMap = Callable[[bytes], bytes]

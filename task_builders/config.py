@@ -1,0 +1,58 @@
+"""Per-dataset settings: `taskmine.toml` inside the dataset's export folder (optional).
+
+Example:
+
+    families = ["ticket_triage", "commit_link"]
+    triage_window_days = 3      # changes this soon after filing count as triage
+    link_days = 7               # the commit-link world is the repository this long after the fix
+    repeats = 3                 # oracle and null runs per task
+    max_quarantine_rate = 0.2   # the quarantine asset check fails above this share of records
+
+Invariant: an unknown key or a wrong type is a one-line error naming the file, the key and the fix.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+CONFIG_NAME = "taskmine.toml"
+FAMILIES = ("ticket_triage", "commit_link")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+class DatasetConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    families: tuple[str, ...] = FAMILIES
+    triage_window_days: float = Field(3.0, gt=0)
+    link_days: float = Field(7.0, ge=0)
+    repeats: int = Field(3, ge=1, le=20)
+    max_quarantine_rate: float = Field(0.2, ge=0, le=1)
+    history_limit: int = Field(200, ge=0)
+    test_share: float = Field(0.2, ge=0, le=1)
+
+    def model_post_init(self, _context) -> None:
+        unknown = [f for f in self.families if f not in FAMILIES]
+        if unknown:
+            raise ValueError(f"unknown family {unknown[0]!r}; choose from {', '.join(FAMILIES)}")
+
+
+def load_config(dataset_dir: Path | None) -> DatasetConfig:
+    path = dataset_dir / CONFIG_NAME if dataset_dir else None
+    if path is None or not path.exists():
+        return DatasetConfig()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return DatasetConfig(**data)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc}); fix the syntax or delete the file") from None
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "file"
+        raise ConfigError(f"{path}: {where}: {err['msg']}; see `taskmine run --help` for the keys") from None

@@ -1,0 +1,140 @@
+"""Rewrite a git history through `git fast-export | <filter> | git fast-import`.
+
+Follows the fast-import stream format (git-fast-import(1)): commands `blob`, `commit`, `reset`,
+`tag`, `feature`, `option`, `progress`, `done`, each with `data <n>` payloads of exactly n bytes.
+
+Invariants:
+- Every commit keeps its tree shape, parents and dates; only identities, messages and (optionally)
+  blob contents change, so a SHA map old -> new is returned for every commit.
+- Tags are dropped (they may carry names and are not history the tasks need); signatures stripped.
+- Deterministic: the same input repository and mapping functions give the same new SHAs.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+IdentityMap = Callable[[str, str], tuple[str, str]]
+TextMap = Callable[[str], str]
+BlobMap = Callable[[bytes], bytes]
+
+_PERSON = re.compile(rb"^(author|committer|tagger) (.*?) <(.*?)> (\d+ [+-]\d{4})$")
+
+
+class GitRewriteError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class RewriteResult:
+    sha_map: dict[str, str]     # original commit SHA -> rewritten SHA
+    head: str | None            # rewritten SHA of the source HEAD
+
+
+def _read_data(stream: BinaryIO, header: bytes) -> bytes:
+    if not header.startswith(b"data "):
+        raise GitRewriteError(f"expected data, got {header[:40]!r}")
+    spec = header[5:].strip()
+    if spec.startswith(b"<<"):
+        raise GitRewriteError("delimited data is not produced by fast-export")
+    n = int(spec)
+    data = stream.read(n)
+    if len(data) != n:
+        raise GitRewriteError("truncated fast-export stream")
+    return data
+
+
+def _data(payload: bytes) -> bytes:
+    return b"data %d\n" % len(payload) + payload + b"\n"
+
+
+def rewrite(src: Path, dst: Path, *, identity: IdentityMap, message: TextMap,
+            blob: BlobMap | None = None) -> RewriteResult:
+    """Write a bare repository at `dst` holding `src`'s history (all branches) rewritten."""
+    if dst.exists():
+        raise GitRewriteError(f"{dst} exists; remove it first")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", "--bare", str(dst)], check=True)
+    subprocess.run(["git", "-C", str(dst), "config", "core.logAllRefUpdates", "false"], check=True)
+    export = subprocess.Popen(
+        ["git", "-C", str(src), "fast-export", "--branches", "--signed-tags=strip",
+         "--tag-of-filtered-object=drop", "--reencode=yes", "--show-original-ids"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with tempfile.TemporaryDirectory() as tmp:
+        marks = Path(tmp) / "marks"
+        imp = subprocess.Popen(
+            ["git", "-C", str(dst), "fast-import", "--quiet", "--force", f"--export-marks={marks}"],
+            stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+        original: dict[str, str] = {}
+        try:
+            _filter(export.stdout, imp.stdin, identity, message, blob, original)
+        finally:
+            imp.stdin.close()
+            export.stdout.close()
+        err_imp = imp.stderr.read().decode(errors="replace")
+        err_exp = export.stderr.read().decode(errors="replace")
+        if export.wait() != 0:
+            raise GitRewriteError(f"git fast-export failed on {src}: {err_exp.strip()[:300]}")
+        if imp.wait() != 0:
+            raise GitRewriteError(f"git fast-import failed: {err_imp.strip()[:300]}")
+        new_of_mark = dict(line.split() for line in marks.read_text().splitlines() if line.strip())
+    sha_map = {old: new_of_mark[mark] for mark, old in original.items() if mark in new_of_mark}
+    head = subprocess.run(["git", "-C", str(src), "rev-parse", "--verify", "-q", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+    head_branch = subprocess.run(["git", "-C", str(src), "symbolic-ref", "-q", "HEAD"],
+                                 capture_output=True, text=True).stdout.strip()
+    if head_branch:
+        subprocess.run(["git", "-C", str(dst), "symbolic-ref", "HEAD", head_branch], check=True)
+    return RewriteResult(sha_map, sha_map.get(head))
+
+
+def _filter(inp: BinaryIO, out: BinaryIO, identity: IdentityMap, message: TextMap,
+            blob: BlobMap | None, original: dict[str, str]) -> None:
+    mark = None
+    in_commit = False
+    while True:
+        line = inp.readline()
+        if not line:
+            return
+        stripped = line.rstrip(b"\n")
+        if stripped.startswith(b"data "):
+            payload = _read_data(inp, stripped)
+            if in_commit:
+                payload = message(payload.decode("utf-8", "replace")).encode("utf-8")
+                in_commit = False
+            elif blob is not None:
+                payload = blob(payload)
+            out.write(_data(payload))
+            nxt = inp.read(1)  # optional LF after data
+            if nxt and nxt != b"\n":
+                line = nxt + inp.readline()
+                stripped = line.rstrip(b"\n")
+            else:
+                continue
+        if stripped.startswith(b"commit "):
+            in_commit = True
+            mark = None
+        elif stripped.startswith(b"blob"):
+            in_commit = False
+        elif stripped.startswith(b"mark :"):
+            mark = stripped[5:].decode()
+        elif stripped.startswith(b"original-oid ") and in_commit and mark:
+            original[mark] = stripped.split()[1].decode()
+            continue  # fast-import accepts it, but it would only carry the old SHA along
+        elif stripped.startswith(b"original-oid "):
+            continue
+        m = _PERSON.match(stripped)
+        if m:
+            name, email = identity(m.group(2).decode("utf-8", "replace"), m.group(3).decode("utf-8", "replace"))
+            line = b"%s %s <%s> %s\n" % (m.group(1), _clean(name), _clean(email), m.group(4))
+        out.write(line)
+
+
+def _clean(value: str) -> bytes:
+    return value.replace("<", "").replace(">", "").replace("\n", " ").strip().encode("utf-8")

@@ -1,0 +1,159 @@
+"""Who is who across sources: handles (Jira accounts, git authors, ...) resolved to persons.
+
+Invariants:
+- Input is the structured people of raw events (`Event.actor`, `Event.attrs["people"]`), never free text.
+- Two handles merge only on strong evidence: the same e-mail address, or the same full name (two or
+  more words, after case/accent folding) when no source has two different accounts under that name
+  (then it is ambiguous and left unmerged, with the reason kept as evidence).
+- A person's id is a hash of the dataset and its smallest handle, so it is stable across re-runs.
+- Every merge keeps its evidence (`Identity.evidence`).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from warehouse.ids import content_hash
+from warehouse.schemas import Event, Identity
+
+
+def fold(text: str | None) -> str:
+    """Case- and accent-folded, whitespace-collapsed form used to compare names."""
+    if not text:
+        return ""
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(c for c in text if not unicodedata.combining(c) and unicodedata.category(c)[0] != "C")
+    return " ".join(text.casefold().split())
+
+
+@dataclass
+class _Handle:
+    handle: str
+    source: str
+    names: set[str] = field(default_factory=set)
+    emails: set[str] = field(default_factory=set)
+    usernames: set[str] = field(default_factory=set)
+
+
+class _UnionFind:
+    def __init__(self):
+        self.parent: dict[str, str] = {}
+
+    def find(self, x: str) -> str:
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def collect_handles(events: Iterable[Event]) -> dict[str, _Handle]:
+    handles: dict[str, _Handle] = {}
+
+    def add(handle, source, name=None, email=None, username=None):
+        if not handle:
+            return
+        h = handles.setdefault(handle, _Handle(handle, source))
+        if name and name.strip():
+            h.names.add(name.strip())
+        if email and "@" in email:
+            h.emails.add(email.strip().lower())
+        if username and username.strip():
+            h.usernames.add(username.strip())
+
+    for ev in events:
+        if ev.actor:
+            add(ev.actor, ev.source, ev.actor_name)
+        for p in ev.attrs.get("people") or []:
+            if isinstance(p, dict):
+                add(p.get("handle"), ev.source, p.get("display_name"), p.get("email"), p.get("username"))
+    return handles
+
+
+def resolve(dataset: str, events: Iterable[Event]) -> list[Identity]:
+    """Resolve every handle seen in `events` to a person; returns one Identity row per handle."""
+    handles = collect_handles(events)
+    uf = _UnionFind()
+    evidence: dict[str, list[str]] = defaultdict(list)
+
+    by_email: dict[str, list[str]] = defaultdict(list)
+    for h in handles.values():
+        uf.find(h.handle)
+        for e in h.emails:
+            by_email[e].append(h.handle)
+    for hs in by_email.values():
+        for other in hs[1:]:
+            uf.union(hs[0], other)
+            evidence[other].append(f"same e-mail as {hs[0]}")
+            evidence[hs[0]].append(f"same e-mail as {other}")
+
+    by_name: dict[str, list[str]] = defaultdict(list)
+    for h in handles.values():
+        for n in {fold(n) for n in h.names}:
+            if len(n.split()) >= 2:
+                by_name[n].append(h.handle)
+    for name, hs in sorted(by_name.items()):
+        # Two accounts of one source under one name are two people (two Jira users called Alex Smith):
+        # ambiguous, so not merged silently. One per source (a Jira account, a git author) is one person.
+        per_source: dict[str, set[str]] = defaultdict(set)
+        for x in hs:
+            per_source[handles[x].source].add(uf.find(x))
+        if any(len(clusters) > 1 for clusters in per_source.values()):
+            for x in hs:
+                evidence[x].append(f"name '{name}' is used by several {handles[x].source} accounts: not merged")
+            continue
+        for other in hs[1:]:
+            if uf.find(other) != uf.find(hs[0]):
+                uf.union(hs[0], other)
+                evidence[other].append(f"same full name as {hs[0]}")
+
+    groups: dict[str, list[str]] = defaultdict(list)
+    for h in handles:
+        groups[uf.find(h)].append(h)
+    rows = []
+    for members in groups.values():
+        person = "p_" + content_hash("person", dataset, min(members))[:16]
+        for m in sorted(members):
+            h = handles[m]
+            rows.append(Identity(
+                dataset=dataset, handle=m, source=h.source, person_id=person,
+                display_name=_pick(h.names), email=_pick(h.emails), username=_pick(h.usernames),
+                names=sorted(h.names), emails=sorted(h.emails), usernames=sorted(h.usernames),
+                evidence=sorted(set(evidence[m])) or ["only handle of this person"],
+            ))
+    return sorted(rows, key=lambda r: r.handle)
+
+
+def _pick(values: set[str]) -> str | None:
+    """A deterministic representative: the longest, then lexicographically first."""
+    return sorted(values, key=lambda v: (-len(v), v))[0] if values else None
+
+
+@dataclass(frozen=True)
+class Person:
+    person_id: str
+    handles: tuple[str, ...]
+    names: tuple[str, ...]
+    emails: tuple[str, ...]
+    usernames: tuple[str, ...]
+
+
+def persons(identities: Iterable[Identity]) -> list[Person]:
+    """Group identity rows into persons with every name, e-mail and username they were seen with."""
+    acc: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for i in identities:
+        a = acc[i.person_id]
+        a["handles"].add(i.handle)
+        a["names"].update(i.names)
+        a["emails"].update(i.emails)
+        a["usernames"].update(i.usernames)
+    return [Person(pid, *(tuple(sorted(a[k])) for k in ("handles", "names", "emails", "usernames")))
+            for pid, a in sorted(acc.items())]

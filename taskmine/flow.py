@@ -1,0 +1,301 @@
+"""The stages of the pipeline as plain functions: what each Dagster asset calls, and what tests call
+without Dagster.
+
+Every stage reads its inputs from the warehouse, writes its outputs there, and returns a `StageResult`
+(counts and a small preview) for the caller to show. Every stage is idempotent: unchanged inputs give
+the same rows and no new work (validations and rewritten repositories are cached by content).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from extractors import detect
+from graders import replay
+from task_builders import gitrewrite, identity, mining
+from task_builders.anonymize import Anonymizer, Vault
+from task_builders.config import DatasetConfig
+from task_builders.families import BuildContext, families
+from task_builders.worlds import git
+from warehouse import publish as publishing
+from warehouse.ids import content_hash
+from warehouse.schemas import Event, Quarantine, Rejection, Task, Validation
+from warehouse.store import Store
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class StageResult:
+    counts: dict[str, int | float | str] = field(default_factory=dict)
+    preview: list[dict] = field(default_factory=list)
+
+
+def _preview(rows: Iterable, fields: tuple[str, ...], n: int = 5) -> list[dict]:
+    out = []
+    for r in rows:
+        out.append({f: str(getattr(r, f))[:120] for f in fields})
+        if len(out) >= n:
+            break
+    return out
+
+
+def record_rejections(store: Store, dataset: str, stage: str, rows: list[Rejection]) -> None:
+    """Replace this stage's rejections for the dataset, keeping the other stages' rows."""
+    kept = [r for r in store.read("rejections", dataset) if r.stage != stage]
+    store.replace("rejections", dataset, kept + rows)
+
+
+# --- datasets and their fingerprints ------------------------------------------------------------------
+
+def dataset_folders(exports: Path) -> list[str]:
+    """Every non-hidden folder directly under `exports` is a dataset."""
+    if not exports.is_dir():
+        return []
+    return sorted(p.name for p in exports.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def fingerprint(dataset_dir: Path) -> str:
+    """A cheap hash of what the export holds: every file's path, size and mtime (git objects skipped)."""
+    parts = []
+    for p in sorted(dataset_dir.rglob("*")):
+        if p.is_file() and "objects" not in p.relative_to(dataset_dir).parts:
+            st = p.stat()
+            parts.append((str(p.relative_to(dataset_dir)), st.st_size, st.st_mtime_ns))
+    return content_hash("fingerprint", parts)
+
+
+def _fingerprints(store: Store) -> Path:
+    return store.home / "state" / "fingerprints.json"
+
+
+def changed_datasets(exports: Path, known: Iterable[str], store: Store | None = None) -> list[tuple[str, str]]:
+    """(dataset, fingerprint) for every known dataset whose export changed since its last ingest."""
+    store = store or Store()
+    f = _fingerprints(store)
+    seen = json.loads(f.read_text()) if f.exists() else {}
+    out = []
+    for ds in known:
+        if (exports / ds).is_dir():
+            fp = fingerprint(exports / ds)
+            if seen.get(ds) != fp:
+                out.append((ds, fp))
+    return out
+
+
+# --- 1. ingest ---------------------------------------------------------------------------------------
+
+def ingest(store: Store, dataset: str, dataset_dir: Path, run_id: str = "") -> StageResult:
+    """Run every extractor that recognises something in `dataset_dir`; events and quarantine are private."""
+    events: list[Event] = []
+    quarantined: list[Quarantine] = []
+    for row in detect.ingest(dataset, dataset_dir, run_id):
+        (events if isinstance(row, Event) else quarantined).append(row)
+    ev = store.merge("events", dataset, events)
+    q = store.merge("quarantine", dataset, quarantined)
+    f = _fingerprints(store)
+    seen = json.loads(f.read_text()) if f.exists() else {}
+    seen[dataset] = fingerprint(dataset_dir)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(json.dumps(seen, sort_keys=True))
+    by_source = Counter(e.source for e in events)
+    total = len(events) + len(quarantined)
+    return StageResult({
+        "events": ev.total, "events_added": ev.added, "events_changed": ev.changed,
+        "quarantined": q.total, "quarantine_rate": round(len(quarantined) / total, 4) if total else 0.0,
+        **{f"events_{k}": v for k, v in sorted(by_source.items())},
+    }, _preview(quarantined, ("file", "offset", "error_class", "message")))
+
+
+# --- 2. identities -----------------------------------------------------------------------------------
+
+def identities(store: Store, dataset: str) -> StageResult:
+    rows = identity.resolve(dataset, store.iter("events", dataset))
+    store.replace("identities", dataset, rows)
+    people = {r.person_id for r in rows}
+    merged = sum(1 for r in rows if any("same" in e for e in r.evidence))
+    return StageResult({"handles": len(rows), "persons": len(people), "merged_handles": merged})
+
+
+# --- 3. anonymize ------------------------------------------------------------------------------------
+
+def vault_path(store: Store, dataset: str) -> Path:
+    return store.private / "vault" / f"{dataset}.json"
+
+
+def anonymizer(store: Store, dataset: str) -> Anonymizer:
+    vault = Vault.load(vault_path(store, dataset))
+    a = Anonymizer(store.read("identities", dataset), vault)
+    vault.save()
+    return a
+
+
+def anonymize(store: Store, dataset: str, dataset_dir: Path) -> StageResult:
+    """Pseudonymize every event and rewrite every git repository of the dataset."""
+    anon = anonymizer(store, dataset)
+    rows = [anon.event(e) for e in store.iter("events", dataset)]
+    store.replace("anonymized_events", dataset, rows)
+    repos = anonymize_repos(store, dataset, dataset_dir, anon)
+    return StageResult({"events": len(rows), "persons": len(anon.people), "repositories": len(repos)},
+                       _preview((r for r in rows if r.body), ("kind", "actor_name", "title")))
+
+
+def repos_index(store: Store, dataset: str) -> Path:
+    return store.worlds(dataset) / "repos" / "index.json"
+
+
+def anonymize_repos(store: Store, dataset: str, dataset_dir: Path, anon: Anonymizer) -> dict[str, dict]:
+    """Rewrite each repository once per (source HEAD, pseudonym set); reuse the rewrite otherwise."""
+    sources: dict[str, str] = {}
+    for e in store.iter("events", dataset):
+        if e.kind == "commit" and e.attrs.get("repo") is not None:
+            sources.setdefault(str(e.attrs["repo"]), e.provenance.get("file") or "")
+    index_file = repos_index(store, dataset)
+    index = json.loads(index_file.read_text()) if index_file.exists() else {}
+    fingerprint = content_hash("pseudonyms", sorted((k, v.full_name) for k, v in anon.vault.pseudonyms.items()))
+    out = {}
+    for name, src in sorted(sources.items()):
+        src_path = dataset_dir / src
+        head = git(src_path, "rev-parse", "HEAD").strip()
+        key = content_hash("anon-repo", head, fingerprint)
+        slug = name.replace("/", "_") or "repo"
+        dst = store.worlds(dataset) / "repos" / f"{slug}.git"
+        if index.get(name, {}).get("key") == key and dst.exists():
+            out[name] = index[name]
+            continue
+        if dst.exists():
+            shutil.rmtree(dst)
+        for stale in dst.parent.glob(f"{slug}.linkfree.*"):
+            shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
+        result = gitrewrite.rewrite(src_path, dst, identity=anon.git_identity, message=anon.scrub,
+                                    blob=_blob_scrubber(anon))
+        out[name] = {"key": key, "path": str(dst), "sha_map": result.sha_map}
+    index_file.parent.mkdir(parents=True, exist_ok=True)
+    index_file.write_text(json.dumps(out, sort_keys=True))
+    return out
+
+
+def _blob_scrubber(anon: Anonymizer):
+    def scrub(data: bytes) -> bytes:
+        if len(data) > 2_000_000 or b"\0" in data[:8192]:
+            return data  # binary or huge: left as is (the leak audit still scans it)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data
+        return anon.scrub(text).encode("utf-8")
+
+    return scrub
+
+
+# --- 4. work items -----------------------------------------------------------------------------------
+
+def work_items(store: Store, dataset: str) -> StageResult:
+    events = store.read("anonymized_events", dataset)
+    items, rejections = mining.build_work_items(dataset, events)
+    store.replace("work_items", dataset, items)
+    record_rejections(store, dataset, "work_items", rejections)
+    return StageResult({"work_items": len(items), "with_fix": sum(1 for i in items if i.attrs.get("fix_shas")),
+                        "skipped": len(rejections)}, _preview(items, ("thread_key", "kind", "attrs")))
+
+
+# --- 5. tasks ----------------------------------------------------------------------------------------
+
+def tasks(store: Store, dataset: str, config: DatasetConfig) -> StageResult:
+    events = {e.event_id: e for e in store.iter("anonymized_events", dataset)}
+    index_file = repos_index(store, dataset)
+    repos = json.loads(index_file.read_text()) if index_file.exists() else {}
+    ctx = BuildContext(dataset, events, store.read("work_items", dataset), store.worlds(dataset), config, repos)
+    built: list[Task] = []
+    rejected: list[Rejection] = []
+    per_family: Counter = Counter()
+    for name, family in families().items():
+        if name not in config.families:
+            continue
+        for out in family.build(ctx):
+            per_family[(name, "candidates")] += 1
+            if isinstance(out, Task):
+                built.append(out)
+                per_family[(name, "tasks")] += 1
+            else:
+                rejected.append(out)
+    store.replace("tasks", dataset, built)
+    record_rejections(store, dataset, "candidates", rejected)
+    counts = {"candidates": sum(v for (_, k), v in per_family.items() if k == "candidates"), "tasks": len(built)}
+    counts.update({f"{f}_{k}": v for (f, k), v in sorted(per_family.items())})
+    reasons = Counter(r.reason for r in rejected)
+    return StageResult(counts, [{"reason": k, "count": str(v)} for k, v in reasons.most_common(8)])
+
+
+# --- 6. validations ----------------------------------------------------------------------------------
+
+def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress: Progress | None = None,
+                only: Iterable[str] | None = None) -> StageResult:
+    """Oracle and null runs for every task not yet validated in this kind of sandbox."""
+    all_tasks = store.read("tasks", dataset)
+    wanted = set(only) if only else None
+    existing = [v for v in store.read("validations", dataset)]
+    done = {v.task_id for v in existing if v.sandbox == sandbox.name and v.error_class not in ("infra", "timeout")}
+    keep = [v for v in existing if v.task_id in {t.task_id for t in all_tasks}]
+    fresh: list[Validation] = []
+    todo = [t for t in all_tasks if t.task_id not in done and (wanted is None or t.task_id in wanted)]
+    for i, task in enumerate(todo, 1):
+        verdict = replay.validate(task, store.worlds(dataset) / task.world["dir"], sandbox, repeats)
+        fresh.extend(verdict.validations)
+        if progress:
+            progress(f"validated {i}/{len(todo)} {task.family} {task.task_id[:10]}: "
+                     f"{'ok' if verdict.valid else verdict.reason}")
+    fresh_ids = {v.task_id for v in fresh}
+    rows = [v for v in keep if v.task_id not in fresh_ids] + fresh
+    store.replace("validations", dataset, rows)
+    verdicts = verdicts_by_task(rows)
+    rejected = [Rejection(dataset=dataset, stage="validated", family=t.family, subject_id=t.task_id,
+                          reason=verdicts[t.task_id][1].split(":")[0], detail=verdicts[t.task_id][1])
+                for t in all_tasks if t.task_id in verdicts and not verdicts[t.task_id][0]]
+    record_rejections(store, dataset, "validated", rejected)
+    valid = sum(1 for t in all_tasks if verdicts.get(t.task_id, (False,))[0])
+    return StageResult({"tasks": len(all_tasks), "validated_now": len(todo), "valid": valid,
+                        "rejected": len(rejected), "runs": len(rows),
+                        "infra_errors": sum(1 for v in rows if v.error_class in ("infra", "timeout"))},
+                       [{"task": r.subject_id[:12], "reason": r.detail[:100]} for r in rejected[:5]])
+
+
+def verdicts_by_task(rows: list[Validation]) -> dict[str, tuple[bool, str]]:
+    by_task: dict[str, list[Validation]] = {}
+    for v in rows:
+        by_task.setdefault(v.task_id, []).append(v)
+    return {tid: replay.judge(vs) for tid, vs in by_task.items()}
+
+
+# --- 7. publish --------------------------------------------------------------------------------------
+
+def funnel(store: Store, dataset: str) -> dict[str, int]:
+    all_tasks = store.read("tasks", dataset)
+    verdicts = verdicts_by_task(store.read("validations", dataset))
+    rej = Counter(r.stage for r in store.read("rejections", dataset))
+    return {"events": store.count("anonymized_events", dataset), "work_items": store.count("work_items", dataset),
+            "candidates": len(all_tasks) + rej.get("candidates", 0), "tasks": len(all_tasks),
+            "validated": sum(1 for t in all_tasks if verdicts.get(t.task_id, (False,))[0])}
+
+
+def publish(store: Store, dataset: str) -> tuple[publishing.Published, dict[str, int]]:
+    all_tasks = store.read("tasks", dataset)
+    vals = store.read("validations", dataset)
+    verdicts = verdicts_by_task(vals)
+    valid = [t for t in all_tasks if verdicts.get(t.task_id, (False,))[0]]
+    summary: dict[str, dict] = {}
+    for v in vals:
+        s = summary.setdefault(v.task_id, {"sandbox": v.sandbox, "oracle": [], "null": []})
+        if v.run_kind in ("oracle", "null"):
+            s[v.run_kind].append(v.score)
+    counts = funnel(store, dataset)
+    counts["published"] = len(valid)
+    anon = anonymizer(store, dataset)
+    result = publishing.publish(valid, store.worlds(dataset), store.published_root(), dataset, funnel=counts,
+                                validation=summary, known_strings=anon.known_strings())
+    return result, counts

@@ -1,0 +1,271 @@
+"""Every table taskmine writes, declared once.
+
+Invariants:
+- Each table is one frozen pydantic model. Its Arrow schema (`arrow_schema`) and DuckDB DDL
+  (`duckdb_ddl`) are derived from the model, never written by hand, so there is exactly one place a
+  column is declared.
+- Nested values (dicts, lists of dicts) are stored as canonical JSON strings so that every engine
+  (DuckDB, Spark, Trino, pandas) reads the Parquet files without a custom type.
+- Timestamps are UTC, microsecond precision.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import types
+import typing
+from typing import Annotated, Any, ClassVar, Union
+
+import pyarrow as pa
+from pydantic import AfterValidator, BaseModel, ConfigDict
+
+from warehouse.ids import canonical_json
+
+UTC = dt.UTC
+
+
+class Record(BaseModel):
+    """Base of every row: frozen, strict about unknown fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    table: ClassVar[str] = ""
+    key: ClassVar[tuple[str, ...]] = ()
+
+    def to_row(self) -> dict[str, Any]:
+        row: dict[str, Any] = {}
+        for name, field in type(self).model_fields.items():
+            value = getattr(self, name)
+            if _is_json(field.annotation) and value is not None:
+                value = canonical_json(value)
+            row[name] = value
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]):
+        data = dict(row)
+        for name, field in cls.model_fields.items():
+            if _is_json(field.annotation) and isinstance(data.get(name), str):
+                data[name] = json.loads(data[name])
+            if isinstance(data.get(name), dt.datetime) and data[name].tzinfo is None:
+                data[name] = data[name].replace(tzinfo=UTC)
+        return cls(**{k: v for k, v in data.items() if k in cls.model_fields})
+
+
+def _utc(value: dt.datetime | None) -> dt.datetime | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        raise ValueError("timestamp has no zone; extractors must attach the source's zone")
+    return value.astimezone(UTC)
+
+
+UtcDatetime = Annotated[dt.datetime, AfterValidator(_utc)]
+
+
+class Event(Record):
+    """One message, comment, commit or field change, from any source."""
+
+    table: ClassVar[str] = "events"
+    key: ClassVar[tuple[str, ...]] = ("event_id",)
+
+    event_id: str
+    dataset: str
+    source: str                      # jira, git, email, slack, github
+    kind: str                        # issue_created, field_changed, comment, issue_link, commit, ...
+    native_id: str                   # the id the source gives it (issue key, SHA, Message-ID, ...)
+    thread_key: str | None = None    # events of one conversation share it (an issue key, a thread)
+    parent_id: str | None = None     # event_id of the event this one answers or changes
+    ts: UtcDatetime
+    actor: str | None = None         # raw identity ref, "<source>:<kind>:<value>", see task_builders.identity
+    actor_name: str | None = None    # display name as the source shows it
+    recipients: list[str] = []
+    title: str | None = None
+    body: str | None = None
+    attrs: dict[str, Any] = {}       # source-specific structured fields
+    artifacts: list[str] = []        # commit SHAs, file paths
+    diff: str | None = None          # large artifact text (a commit's diff), capped by the extractor
+    provenance: dict[str, Any] = {}  # {"file": ..., "offset": ..., "member": ...}
+    ingest_run_id: str = ""
+
+
+
+class Quarantine(Record):
+    """A record that could not be parsed. Nothing is dropped silently."""
+
+    table: ClassVar[str] = "quarantine"
+    key: ClassVar[tuple[str, ...]] = ("quarantine_id",)
+
+    quarantine_id: str
+    dataset: str
+    source: str
+    file: str
+    offset: int | None = None        # byte offset (or record index where the format has no bytes)
+    member: str | None = None        # path inside an archive, or the record's native id when known
+    error_class: str                 # e.g. json_decode, missing_key, not_a_repository, unreadable
+    message: str
+    excerpt: str = ""                # bounded raw excerpt (<= 2 KB); stays in the private store
+    ingest_run_id: str = ""
+
+
+class Identity(Record):
+    """A handle seen in a source, and the person it resolved to, with the evidence."""
+
+    table: ClassVar[str] = "identities"
+    key: ClassVar[tuple[str, ...]] = ("dataset", "handle")
+
+    dataset: str
+    handle: str                      # the raw identity ref used in Event.actor
+    source: str
+    person_id: str
+    display_name: str | None = None
+    email: str | None = None
+    username: str | None = None
+    names: list[str] = []            # every display name this handle was seen with
+    emails: list[str] = []           # every e-mail address this handle was seen with
+    usernames: list[str] = []
+    evidence: list[str] = []         # why this handle belongs to this person
+
+
+class WorkItem(Record):
+    """A unit of real work: a request, the context before it, and the outcome after it."""
+
+    table: ClassVar[str] = "work_items"
+    key: ClassVar[tuple[str, ...]] = ("item_id",)
+
+    item_id: str
+    dataset: str
+    kind: str                        # issue_with_fix, ...
+    thread_key: str
+    request_event_id: str
+    outcome_event_ids: list[str] = []
+    context_event_ids: list[str] = []
+    ts: UtcDatetime
+    attrs: dict[str, Any] = {}
+    lineage: list[str] = []          # every source event_id it was built from
+
+
+
+class Task(Record):
+    """A validated-or-candidate task. task_id is the content hash of everything below."""
+
+    table: ClassVar[str] = "tasks"
+    key: ClassVar[tuple[str, ...]] = ("task_id",)
+
+    task_id: str
+    dataset: str
+    family: str
+    item_id: str
+    prompt: str
+    cutoff: UtcDatetime              # the moment the world is frozen at
+    world: dict[str, Any]            # manifest of the world slice: {path: sha256}, plus kind
+    world_hash: str
+    reference: dict[str, Any]        # the real outcome, in the form the `company` tool submits it
+    rubric: dict[str, Any]           # graders.rubric.Rubric as JSON
+    lineage: list[str] = []
+    split: str = "test"
+    canary: str = ""
+
+
+
+class Validation(Record):
+    """One replay of one task: oracle, null, a probe or an agent."""
+
+    table: ClassVar[str] = "validations"
+    key: ClassVar[tuple[str, ...]] = ("validation_id",)
+
+    validation_id: str
+    task_id: str
+    dataset: str
+    run_kind: str                    # oracle, null, probe:<name>, agent
+    attempt: int
+    score: float | None
+    checks: list[dict[str, Any]] = []
+    duration_s: float
+    image_digest: str | None = None
+    sandbox: str                     # docker or local
+    error_class: str | None = None   # None, infra, timeout, grader_error
+    message: str = ""
+
+
+class Rejection(Record):
+    """Why something did not make it to the next stage (the funnel's reasons)."""
+
+    table: ClassVar[str] = "rejections"
+    key: ClassVar[tuple[str, ...]] = ("dataset", "stage", "subject_id", "reason")
+
+    dataset: str
+    stage: str                       # work_items, candidates, tasks, validated, published
+    family: str = ""
+    subject_id: str
+    reason: str
+    detail: str = ""
+
+
+TABLES: dict[str, type[Record]] = {m.table: m for m in (Event, Quarantine, Identity, WorkItem, Task,
+                                                         Validation, Rejection)}
+
+
+# --- derivation of Arrow and DuckDB schemas -------------------------------------------------------
+
+def _strip_optional(annotation: Any) -> tuple[Any, bool]:
+    origin = typing.get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return annotation, False
+
+
+def _is_json(annotation: Any) -> bool:
+    base, _ = _strip_optional(annotation)
+    origin = typing.get_origin(base)
+    if base is dict or origin is dict:
+        return True
+    if origin is list:
+        (inner,) = typing.get_args(base)
+        return inner is not str
+    return False
+
+
+def _arrow_type(annotation: Any) -> pa.DataType:
+    base, _ = _strip_optional(annotation)
+    if _is_json(base):
+        return pa.string()
+    if typing.get_origin(base) is list:
+        return pa.list_(pa.string())
+    mapping = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(),
+               dt.datetime: pa.timestamp("us", tz="UTC")}
+    try:
+        return mapping[base]
+    except KeyError:
+        raise TypeError(f"no Arrow type for {annotation!r}") from None
+
+
+def arrow_schema(model: type[Record]) -> pa.Schema:
+    fields = []
+    for name, field in model.model_fields.items():
+        _, optional = _strip_optional(field.annotation)
+        fields.append(pa.field(name, _arrow_type(field.annotation), nullable=optional))
+    return pa.schema(fields, metadata={b"taskmine.table": model.table.encode()})
+
+
+_DUCK = {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN",
+         pa.timestamp("us", tz="UTC"): "TIMESTAMPTZ", pa.list_(pa.string()): "VARCHAR[]"}
+
+
+def duckdb_ddl(model: type[Record]) -> str:
+    cols = ", ".join(
+        f'"{f.name}" {_DUCK[f.type]}{"" if f.nullable else " NOT NULL"}' for f in arrow_schema(model)
+    )
+    return f'CREATE TABLE IF NOT EXISTS "{model.table}" ({cols})'
+
+
+def to_table(model: type[Record], records: typing.Iterable[Record]) -> pa.Table:
+    """Records -> Arrow table, validated against the derived schema (a wrong type raises)."""
+    rows = []
+    for r in records:
+        if not isinstance(r, model):
+            raise TypeError(f"{type(r).__name__} written to table {model.table}")
+        rows.append(r.to_row())
+    return pa.Table.from_pylist(rows, schema=arrow_schema(model))
