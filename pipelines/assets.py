@@ -1,6 +1,5 @@
 """One asset per stage, partitioned by dataset. Each is a few lines: call `taskmine.flow`, attach metadata."""
 
-from __future__ import annotations
 
 from dagster import (
     AssetExecutionContext,
@@ -74,7 +73,7 @@ def validations(context: AssetExecutionContext, warehouse: WarehouseResource, ex
     repeats = sandbox.repeats or load_config(exports.dataset_dir(ds)).repeats
     box = sandbox.get()
     res = flow.validations(warehouse.store(), ds, box, repeats, progress=context.log.info)
-    return _result(res, sandbox=box.name)
+    return _result(res, sandbox=box.kind)
 
 
 @asset(partitions_def=datasets, group_name="publish", deps=[validations],

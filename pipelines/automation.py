@@ -1,6 +1,5 @@
 """The sensor that turns a new export folder into a dataset partition, and the daily re-run of changed ones."""
 
-from __future__ import annotations
 
 from dagster import (
     AssetSelection,

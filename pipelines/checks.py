@@ -1,6 +1,5 @@
 """Asset checks: schema, quarantine rate, leak audit, oracle/null results."""
 
-from __future__ import annotations
 
 import pyarrow.parquet as pq
 from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, asset_check

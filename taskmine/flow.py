@@ -240,7 +240,7 @@ def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress:
     all_tasks = store.read("tasks", dataset)
     wanted = set(only) if only else None
     existing = [v for v in store.read("validations", dataset)]
-    done = {v.task_id for v in existing if v.sandbox == sandbox.name and v.error_class not in ("infra", "timeout")}
+    done = {v.task_id for v in existing if v.sandbox == sandbox.kind and v.error_class not in ("infra", "timeout")}
     keep = [v for v in existing if v.task_id in {t.task_id for t in all_tasks}]
     fresh: list[Validation] = []
     todo = [t for t in all_tasks if t.task_id not in done and (wanted is None or t.task_id in wanted)]

@@ -36,7 +36,7 @@ def replay_task(prefix: str, agent: str, dataset: str | None = None, sandbox_kin
         raise KeyError(str(exc)) from None
     sandbox = get_sandbox(sandbox_kind)
     kind, command = replay.agent_command(task, agent)
-    print(f"task {task.task_id} ({task.family}) in {sandbox.name}: {kind}: {command[:200]}", flush=True)
+    print(f"task {task.task_id} ({task.family}) in {sandbox.kind}: {kind}: {command[:200]}", flush=True)
     v = replay.run_once(task, store.worlds(task.dataset) / task.world["dir"], sandbox, kind, command,
                         timeout_s=timeout_s)
     for c in v.checks:

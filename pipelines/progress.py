@@ -1,0 +1,44 @@
+"""The `progress` Dagster logger `taskmine run` turns on: one short line per finished stage, check and
+validated task, instead of Dagster's debug log. The UI keeps Dagster's own console logger."""
+
+import logging
+import time
+
+from dagster import logger
+
+
+class _ProgressHandler(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.t0 = time.perf_counter()
+
+    def _print(self, text: str) -> None:
+        print(f"  [{time.perf_counter() - self.t0:6.1f}s] {text}", flush=True)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        meta = getattr(record, "dagster_meta", None) or {}
+        event = meta.get("dagster_event")
+        kind = getattr(event, "event_type_value", "")
+        if kind == "ASSET_MATERIALIZATION":
+            mat = event.event_specific_data.materialization
+            shown = {k: getattr(v, "value", v) for k, v in mat.metadata.items()
+                     if k not in ("preview", "funnel", "dataset_dir", "path")}
+            self._print(f"{mat.asset_key.to_user_string():<18} " + ", ".join(f"{k}={v}" for k, v in
+                                                                            list(shown.items())[:6]))
+        elif kind == "STEP_FAILURE":
+            error = event.event_specific_data.error
+            cause = error.cause or error
+            self._print(f"FAILED {meta.get('step_key')}: {cause.message.strip().splitlines()[-1][:300]}")
+        elif kind == "ASSET_CHECK_EVALUATION":
+            ev = event.event_specific_data
+            status = "ok" if ev.passed else ("warn" if ev.severity.value == "WARN" else "FAILED")
+            self._print(f"check {ev.check_name:<20} {status}")
+        elif not kind and record.levelno >= logging.INFO:
+            self._print(f"  {meta.get('orig_message') or record.getMessage()}")
+
+
+@logger(description="Compact progress lines for the command line (`taskmine run`).")
+def progress_logger(_init_context):
+    lg = logging.Logger("taskmine.progress", level=logging.DEBUG)
+    lg.addHandler(_ProgressHandler())
+    return lg

@@ -1,0 +1,330 @@
+"""Sandbox behaviour, asserted from inside real runs (Docker tests need a daemon; see tests/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from graders import images, sandbox
+from graders.docker_cli import SandboxError, docker
+from graders.sandbox import DockerSandbox, LocalSandbox, get_sandbox, read_outbox
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Path:
+    w = tmp_path / "world"
+    (w / "jira").mkdir(parents=True)
+    (w / "issue.json").write_text(json.dumps({"key": "PROJ-7", "summary": "Login times out"}))
+    (w / "notes.txt").write_text("the login service\n")
+    return w
+
+
+@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+def any_sandbox(request):
+    return LocalSandbox() if request.param == "local" else request.getfixturevalue("docker_sandbox")
+
+
+# --- behaviour shared by both sandboxes ---------------------------------------------------------------
+
+
+def test_company_tool_writes_outbox_that_host_parses(any_sandbox, world):
+    r = any_sandbox.run(world, "company answer --sha ABC1234 && company jira update --priority Major")
+    assert r.exit_code == 0, r.stderr
+    assert r.sandbox == any_sandbox.kind
+    assert [(e["seq"], e["action"]) for e in r.outbox] == [(1, "answer"), (2, "jira.update")]
+    assert r.outbox[0]["sha"] == "abc1234" and r.outbox[1]["fields"] == {"priority": "Major"}
+    assert r.outbox_errors == []
+
+
+def test_world_env_and_cwd(any_sandbox, world):
+    r = any_sandbox.run(
+        world, 'cat "$TASKMINE_WORLD/notes.txt"; echo "$FOO"; pwd; echo "$HOME"', env={"FOO": "bar"}
+    )
+    lines = r.stdout.splitlines()
+    assert lines[:2] == ["the login service", "bar"]
+    assert lines[2] == lines[3]  # cwd is the agent's home
+
+
+def test_garbage_outbox_lines_become_errors(any_sandbox, world):
+    cmd = (
+        'company answer --text hi; printf \'garbage\\n[1]\\n{"no_action":1}\\nNaN\\n\' >> "$TASKMINE_OUTBOX"'
+    )
+    r = any_sandbox.run(world, cmd)
+    assert [e["action"] for e in r.outbox] == ["answer"]
+    assert len(r.outbox_errors) == 4 and all(e.startswith("line ") for e in r.outbox_errors)
+
+
+def test_oversized_outbox_is_truncated_and_reported(any_sandbox, world):
+    cmd = (
+        'i=0; while [ $i -lt 2000 ]; do printf \'{"action":"x","pad":"%0900d"}\\n\' 0; '
+        'i=$((i+1)); done > "$TASKMINE_OUTBOX"'
+    )
+    r = any_sandbox.run(world, cmd)
+    assert r.exit_code == 0, r.stderr
+    assert len(r.outbox) == sandbox.OUTBOX_MAX_ENTRIES
+    assert any("larger than" in e for e in r.outbox_errors)
+    assert any("more than 1000 entries" in e for e in r.outbox_errors)
+
+
+def test_symlinked_outbox_is_not_followed(any_sandbox, world, tmp_path):
+    target = tmp_path / "secret.jsonl"  # a host file an agent must not get read back as its outbox
+    target.write_text('{"action": "answer", "sha": "deadbeef"}\n')
+    r = any_sandbox.run(world, f'ln -s {target} "$TASKMINE_OUTBOX"')
+    assert r.outbox == [] and r.outbox_errors == ["outbox is a symlink; ignored"]
+
+
+def test_fifo_outbox_does_not_hang_the_host(any_sandbox, world):
+    r = any_sandbox.run(world, 'mkfifo "$TASKMINE_OUTBOX"', timeout_s=60)
+    assert r.outbox == [] and r.outbox_errors == ["outbox is not a regular file; ignored"]
+
+
+def test_timeout_kills_the_command(any_sandbox, world):
+    r = any_sandbox.run(world, "echo started; sleep 1000", timeout_s=3)
+    assert r.timed_out and r.exit_code is None
+    assert "started" in r.stdout
+
+
+def test_background_children_do_not_outlive_the_run(any_sandbox, world):
+    r = any_sandbox.run(world, "(sleep 1000 &) ; echo done", timeout_s=60)
+    assert not r.timed_out and r.exit_code == 0 and r.stdout.strip() == "done"
+
+
+def test_output_is_bounded(any_sandbox, world):
+    r = any_sandbox.run(world, "head -c 1000000 /dev/zero | tr '\\0' a; echo END")
+    assert r.stdout.endswith("END\n")
+    assert len(r.stdout) < sandbox.OUTPUT_LIMIT + 100 and "bytes dropped" in r.stdout
+
+
+def test_exit_code_is_reported(any_sandbox, world):
+    assert any_sandbox.run(world, "exit 7").exit_code == 7
+
+
+def test_no_network(any_sandbox, world):
+    probe = "import socket; socket.create_connection(('1.1.1.1', 53), timeout=3); print('CONNECTED')"
+    r = any_sandbox.run(world, f'python3 -c "{probe}"', timeout_s=60)
+    if not r.network_isolated:
+        pytest.skip("this kernel does not let the local sandbox isolate the network")
+    assert r.exit_code != 0 and "CONNECTED" not in r.stdout
+
+
+def test_local_results_say_local_and_leak_no_host_env(world, monkeypatch):
+    monkeypatch.setenv("TASKMINE_TEST_SECRET", "s3cret")
+    r = LocalSandbox().run(world, "env")
+    assert r.sandbox == "local" and r.image is None
+    assert "s3cret" not in r.stdout and "TASKMINE_WORLD=" in r.stdout
+
+
+def test_local_run_leaves_the_original_world_alone(world):
+    LocalSandbox().run(world, 'rm -rf "$TASKMINE_WORLD"/* 2>/dev/null; echo x > "$TASKMINE_WORLD/new"')
+    assert sorted(p.name for p in world.iterdir()) == ["issue.json", "jira", "notes.txt"]
+
+
+def test_bad_env_is_refused(world):
+    with pytest.raises(ValueError):
+        LocalSandbox().run(world, "true", env={"A=B": "x"})
+
+
+# --- outbox parser on its own -------------------------------------------------------------------------
+
+
+def test_read_outbox_missing_file_is_empty(tmp_path):
+    assert read_outbox(tmp_path / "absent.jsonl") == ([], [])
+
+
+def test_read_outbox_rejects_deep_nesting_and_bad_utf8(tmp_path):
+    p = tmp_path / "o.jsonl"
+    p.write_bytes(b"[" * 100000 + b"\n\xff\xfe\n" + b'{"action":"ok"}\n')
+    entries, errors = read_outbox(p)
+    assert entries == [{"action": "ok"}] and len(errors) == 2
+
+
+# --- get_sandbox --------------------------------------------------------------------------------------
+
+
+def test_get_sandbox_kinds(monkeypatch):
+    monkeypatch.setattr(sandbox, "daemon_answers", lambda timeout=2.0: False)
+    assert isinstance(get_sandbox("local"), LocalSandbox)
+    assert isinstance(get_sandbox("auto"), LocalSandbox)
+    with pytest.raises(SandboxError, match="no Docker daemon answers"):
+        get_sandbox("docker")
+    with pytest.raises(ValueError):
+        get_sandbox("kubernetes")
+    monkeypatch.setattr(sandbox, "daemon_answers", lambda timeout=2.0: True)
+    assert isinstance(get_sandbox("auto"), DockerSandbox)
+
+
+# --- docker: hardening flags (no daemon needed) and behaviour (daemon needed) -------------------------
+
+
+def test_container_args_carry_every_hardening_flag(tmp_path):
+    args = DockerSandbox(base_image="img", pids_limit=99, memory="2g", cpus=0.5).container_args(
+        "taskmine-x", "img", tmp_path, "true", {"A": "1"}
+    )
+    joined = " ".join(args)
+    for flag in (
+        "--network none",
+        "--read-only",
+        "--cap-drop ALL",
+        "--security-opt no-new-privileges",
+        "--user 1000:1000",
+        "--pids-limit 99",
+        "--memory 2g",
+        "--memory-swap 2g",
+        "--cpus 0.5",
+        "--tmpfs /tmp:",
+        "--tmpfs /home/agent:",
+        f"source={tmp_path},target=/outbox",
+    ):
+        assert flag in joined, flag
+    assert "docker.sock" not in joined and "--privileged" not in joined
+    assert args[-5:] == ["--entrypoint", "sh", "img", "-c", "true"]
+
+
+def _docker_lines(sb, world, command, **kw) -> list[str]:
+    r = sb.run(world, command, **kw)
+    assert not r.timed_out, r
+    return r.stdout.splitlines()
+
+
+@pytest.mark.docker
+def test_docker_identity_and_privileges(docker_sandbox, world):
+    out = _docker_lines(
+        docker_sandbox, world, "id -u; id -g; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status"
+    )
+    assert out[:2] == ["1000", "1000"]
+    assert out[2].split() == ["CapEff:", "0000000000000000"]
+    assert out[3].split() == ["NoNewPrivs:", "1"]
+
+
+@pytest.mark.docker
+def test_docker_network_interfaces_are_only_loopback(docker_sandbox, world):
+    assert _docker_lines(docker_sandbox, world, "ls /sys/class/net") == ["lo"]
+
+
+@pytest.mark.docker
+def test_docker_filesystem(docker_sandbox, world):
+    cmd = (
+        "touch /usr/x 2>/dev/null && echo usr-writable; touch /world/x 2>/dev/null && echo world-writable; "
+        "echo hi > /world/issue.json 2>/dev/null && echo issue-writable; "
+        "echo ok > /tmp/t && cat /tmp/t; echo ok > ~/h && cat ~/h; stat -c '%u %a' /world/issue.json; "
+        "test -e /var/run/docker.sock || test -e /run/docker.sock || echo no-socket"
+    )
+    assert _docker_lines(docker_sandbox, world, cmd) == ["ok", "ok", "0 644", "no-socket"]
+
+
+@pytest.mark.docker
+def test_docker_limits_are_applied(docker_sandbox, world):
+    tight = DockerSandbox(docker_sandbox.base_image, pids_limit=16, memory="256m")
+    out = _docker_lines(
+        tight,
+        world,
+        "cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max; "
+        "cat /sys/fs/cgroup/memory.max 2>/dev/null || "
+        "cat /sys/fs/cgroup/memory/memory.limit_in_bytes",
+    )
+    assert out == ["16", str(256 << 20)]
+    r = tight.run(world, "for i in $(seq 40); do sleep 30 & done; wait", timeout_s=60)
+    assert r.exit_code != 0 and "fork" in r.stderr.lower()
+
+
+@pytest.mark.docker
+def test_docker_timeout_removes_the_container(docker_sandbox, world):
+    names = []
+
+    class Recording(DockerSandbox):
+        def container_args(self, name, *args):
+            names.append(name)
+            return super().container_args(name, *args)
+
+    r = Recording(docker_sandbox.base_image).run(world, "sleep 1000", timeout_s=3)
+    assert r.timed_out and r.exit_code is None
+    assert names[0].startswith("taskmine-")
+    assert docker("ps", "-aq", "--filter", f"name=^{names[0]}$").stdout.split() == []
+
+
+@pytest.mark.docker
+def test_docker_task_image_is_content_addressed(docker_sandbox, world):
+    first = docker_sandbox.prepare(world)
+    assert first.startswith("taskmine-task:") and docker_sandbox.prepare(world) == first
+    r = docker_sandbox.run(world, "true")
+    assert r.image == first and r.image_digest.startswith("sha256:")
+    (world / "notes.txt").write_text("changed\n")
+    assert docker_sandbox.prepare(world) != first
+
+
+@pytest.mark.docker
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is needed to make the test repository")
+def test_docker_agent_can_read_a_root_owned_git_world(docker_sandbox, world):
+    repo = world / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=T", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "a.txt").write_text("a\n")
+    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    try:
+        assert _docker_lines(docker_sandbox, world, "git -C /world/repo log --format=%s") == ["first"]
+    finally:  # git's index and dates make this world new on every run: do not pile up images
+        docker("rmi", docker_sandbox.prepare(world), check=False)
+
+
+# --- images (no daemon needed) ------------------------------------------------------------------------
+
+
+def test_world_hash_tracks_content_exec_bit_and_symlinks_not_mtime(world):
+    h = images.world_hash(world)
+    os.utime(world / "notes.txt", (1, 1))
+    assert images.world_hash(world) == h
+    (world / "notes.txt").chmod(0o755)
+    h_exec = images.world_hash(world)
+    assert h_exec != h
+    (world / "link").symlink_to("notes.txt")
+    assert images.world_hash(world) != h_exec
+
+
+def test_world_hash_refuses_special_files(world):
+    os.mkfifo(world / "pipe")
+    with pytest.raises(SandboxError, match="not a file, folder or symlink"):
+        images.world_hash(world)
+
+
+def test_base_tag_changes_with_the_company_tool(monkeypatch):
+    before = images.base_tag()
+    assert before.startswith("taskmine-base:")
+    monkeypatch.setattr(images, "company_tool_source", lambda: b"# another tool\n")
+    assert images.base_tag() != before
+
+
+def test_named_base_image_must_exist(monkeypatch):
+    monkeypatch.setenv("TASKMINE_BASE_IMAGE", "nosuch/image:1")
+    monkeypatch.setattr(images, "image_id", lambda ref: None)
+    with pytest.raises(SandboxError, match="TASKMINE_BASE_IMAGE=nosuch/image:1 is not a local image"):
+        images.ensure_base_image()
+    monkeypatch.setattr(images, "image_id", lambda ref: "sha256:abc")
+    assert images.ensure_base_image() == "nosuch/image:1"
+
+
+def test_dockerfile_path_builds_the_same_recipe(monkeypatch):
+    seen = {}
+
+    def fake_docker(*args, stdin=None, **kw):
+        with tarfile.open(fileobj=stdin) as tar:
+            seen.update({m.name: tar.extractfile(m).read().decode() for m in tar.getmembers()})
+        seen["args"] = args
+
+    monkeypatch.setattr(images, "docker", fake_docker)
+    images._build_from_dockerfile("taskmine-base:test", progress=lambda msg: None)
+    assert seen["Dockerfile"].startswith(f"FROM debian:{images.SUITE}-slim\n")
+    assert (
+        "USER agent" in seen["Dockerfile"]
+        and "ENV TASKMINE_OUTBOX=/outbox/outbox.jsonl" in seen["Dockerfile"]
+    )
+    assert seen["setup.sh"] == images.SETUP_SCRIPT
+    assert seen["company"] == images.company_tool_source().decode()
+    assert seen["args"][-3:] == ("-t", "taskmine-base:test", "-")
