@@ -55,10 +55,13 @@ class Extractor(ABC):
         """`path` as rows name it: relative to the dataset folder (POSIX), so that provenance and
         quarantine ids do not change when the export is moved; unchanged when outside it."""
         if self.root is not None:
-            try:
-                return Path(path).resolve().relative_to(Path(self.root).resolve()).as_posix()
-            except ValueError:
-                pass
+            # Lexically first: a symlink inside the export keeps its own name even when it points outside.
+            for p, r in ((os.path.abspath(path), os.path.abspath(self.root)),
+                         (Path(path).resolve(), Path(self.root).resolve())):
+                try:
+                    return Path(p).relative_to(r).as_posix()
+                except ValueError:
+                    pass
         return str(path)
 
     # -- discovery ---------------------------------------------------------------------------------
@@ -131,7 +134,10 @@ def register_extractor(name: str):
 def _load_builtins() -> None:
     # Importing the modules runs their @register_extractor decorators.
     from extractors import git as _git  # noqa: F401
+    from extractors import github as _github  # noqa: F401
+    from extractors import email as _email  # noqa: F401
     from extractors import jira as _jira  # noqa: F401
+    from extractors import slack as _slack  # noqa: F401
 
 
 def _load_entry_points() -> None:

@@ -1,11 +1,16 @@
 """Asset checks: schema, quarantine rate, leak audit, oracle/null results."""
 
 
+import warnings
+
 import pyarrow.parquet as pq
-from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, asset_check
+from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, PreviewWarning, asset_check
 
 from pipelines.assets import anonymized_events, datasets, published_dataset, raw_events, validations
 from pipelines.resources import ExportsResource, WarehouseResource
+
+# Partitioned asset checks are a Dagster preview feature; we rely on it knowingly (pinned Dagster version).
+warnings.filterwarnings("ignore", category=PreviewWarning)
 
 
 @asset_check(asset=raw_events, partitions_def=datasets, description="Events and quarantine match their schema.")

@@ -74,6 +74,10 @@ def cmd_run(args) -> int:
     missing = [n for n in names if not (exports / n).is_dir()]
     if missing:
         raise UserError(f"--dataset {missing[0]}: no folder {exports / missing[0]}")
+    from task_builders.config import load_config
+
+    for n in names:
+        load_config(exports / n)  # a bad taskmine.toml is one line now, not a failed run later
     from pipelines.runner import run_datasets
 
     return run_datasets(names, repeats=args.repeats)

@@ -28,7 +28,10 @@ class _ProgressHandler(logging.Handler):
         elif kind == "STEP_FAILURE":
             error = event.event_specific_data.error
             cause = error.cause or error
-            self._print(f"FAILED {meta.get('step_key')}: {cause.message.strip().splitlines()[-1][:300]}")
+            message = cause.message.strip().splitlines()[-1]
+            if ": " in message and "." in message.split(": ", 1)[0]:  # "pkg.mod.Error: text" -> "Error: text"
+                message = message.split(": ", 1)[0].rsplit(".", 1)[-1] + ": " + message.split(": ", 1)[1]
+            self._print(f"FAILED {meta.get('step_key')}: {message[:400]}")
         elif kind == "ASSET_CHECK_EVALUATION":
             ev = event.event_specific_data
             status = "ok" if ev.passed else ("warn" if ev.severity.value == "WARN" else "FAILED")

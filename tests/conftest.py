@@ -25,3 +25,24 @@ def docker_sandbox():
     sandbox = DockerSandbox()
     _ = sandbox.base_image  # build or reuse the base image once, outside any single test's timing
     return sandbox
+
+
+@pytest.fixture(scope="session")
+def sample_company(tmp_path_factory):
+    """The sample company at scale 1 (seed 0), written once per session; read-only for tests."""
+    from sample.company import write_sample
+
+    out = tmp_path_factory.mktemp("sample") / "exports"
+    write_sample(out, seed=0, scale=1, dataset="acme")
+    return out
+
+
+@pytest.fixture
+def taskmine_env(tmp_path, monkeypatch):
+    """A private TASKMINE_HOME and DAGSTER_HOME for one test."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("TASKMINE_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))
+    (tmp_path / "dagster").mkdir()
+    (tmp_path / "dagster" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    return home

@@ -1,0 +1,110 @@
+"""The command line as a user meets it: one-line errors, bad input quarantined, replay and audit."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from warehouse.store import Store
+
+
+def taskmine(*args, home, check=False):
+    env = {**os.environ, "TASKMINE_HOME": str(home)}
+    env.pop("DAGSTER_HOME", None)
+    r = subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True, env=env,
+                       timeout=600)
+    if check:
+        assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def one_line_error(r):
+    lines = [line for line in r.stderr.splitlines() if line.strip() and "Warning" not in line
+             and not line.startswith("  spec =")]
+    assert lines and lines[-1].startswith("taskmine: error: "), r.stderr
+    assert "Traceback" not in r.stderr
+    return lines[-1]
+
+
+def test_help_has_examples(tmp_path):
+    r = taskmine("--help", home=tmp_path, check=True)
+    assert "taskmine run --exports" in r.stdout and "taskmine replay --task" in r.stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["run", "--exports", "/nonexistent/exports"], "no such folder"),
+    (["sample", "--out", "x", "--scale", "0"], "--scale must be 1 or more"),
+    (["replay", "--task", "ffff", "--agent", "oracle"], "no task id starts with"),
+    (["audit"], "nothing published"),
+    (["extractors", "check"], "needs a PATH"),
+])
+def test_bad_arguments_get_one_line(tmp_path, args, needle):
+    r = taskmine(*args, home=tmp_path)
+    assert r.returncode == 2
+    assert needle in one_line_error(r)
+
+
+def test_bad_dataset_config_is_one_line(tmp_path):
+    (tmp_path / "exports" / "acme").mkdir(parents=True)
+    (tmp_path / "exports" / "acme" / "taskmine.toml").write_text("repeats = 0\nfamilies = ['nope']\n")
+    r = taskmine("run", "--exports", str(tmp_path / "exports"), home=tmp_path / "home")
+    assert r.returncode == 2
+    assert "taskmine.toml" in one_line_error(r)
+
+
+def test_folder_with_nothing_recognisable_fails_that_dataset_with_one_line(tmp_path):
+    (tmp_path / "exports" / "empty").mkdir(parents=True)
+    (tmp_path / "exports" / "empty" / "notes.txt").write_text("hello")
+    r = taskmine("run", "--exports", str(tmp_path / "exports"), "--sandbox", "local", home=tmp_path / "home")
+    assert r.returncode == 1
+    assert "FAILED raw_events" in r.stdout and "no git repository or Jira JSON found" in r.stdout, r.stdout
+    one_line_error(r)
+
+
+@pytest.mark.slow
+def test_run_with_bad_records_quarantines_them_and_loses_nothing(tmp_path, sample_company):
+    exports = tmp_path / "exports"
+    shutil.copytree(sample_company, exports, symlinks=True)
+    jira = exports / "acme" / "jira"
+    good = json.loads((jira / "CORE-1.json").read_text())
+    (jira / "truncated.json").write_text((jira / "CORE-2.json").read_text()[:500])
+    (jira / "not-json.json").write_text('{"key": "CORE-999", "fields": {"created": "2021-01-01T00:00:00.000+0000"}')
+    nokey = {k: v for k, v in good.items() if k != "key"}
+    (jira / "no-key.json").write_text(json.dumps(nokey))
+    (jira / "dangling.json").symlink_to(tmp_path / "nowhere.json")  # an unreadable file
+    (exports / "acme" / "not-a-repo").mkdir()
+    (exports / "acme" / "not-a-repo" / ".git").write_text("gitdir: /nowhere\n")
+    home = tmp_path / "home"
+    r = taskmine("run", "--exports", str(exports), "--sandbox", "local", home=home)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "published:" in r.stdout and "validated" in r.stdout
+    store = Store(home)
+    quarantined = store.read("quarantine", "acme")
+    files = {q.file for q in quarantined}
+    assert {"jira/truncated.json", "jira/not-json.json", "jira/no-key.json", "jira/dangling.json"} <= files, files
+    assert all(q.message and q.error_class for q in quarantined)
+    issues = {e.native_id for e in store.read("events", "acme") if e.kind == "issue_created"}
+    truth = json.loads((exports / ".truth" / "acme.json").read_text())
+    assert issues == {i["key"] for i in truth["issues"]}  # every good issue is still there
+
+    task = next(t for t in store.read("tasks", "acme") if t.family == "commit_link")
+    oracle = taskmine("replay", "--task", task.task_id[:10], "--agent", "oracle", "--sandbox", "local", home=home)
+    assert oracle.returncode == 0 and "score 1.000" in oracle.stdout, oracle.stdout + oracle.stderr
+    null = taskmine("replay", "--task", task.task_id[:10], "--agent", "null", "--sandbox", "local", home=home)
+    assert "score 0.000" in null.stdout
+    wrong = taskmine("replay", "--task", task.task_id[:10], "--agent", "company answer --sha 0000000",
+                     "--sandbox", "local", home=home)
+    assert "score 0.000" in wrong.stdout and "not the fixing commit" in wrong.stdout
+    audit = taskmine("audit", home=home)
+    assert audit.returncode == 0 and "0 known identities" in audit.stdout
+
+
+def test_extractors_list_and_check(tmp_path, sample_company):
+    r = taskmine("extractors", "list", home=tmp_path, check=True)
+    assert "jira_json" in r.stdout and "git" in r.stdout and "builtin:" in r.stdout
+    r = taskmine("extractors", "check", str(sample_company / "acme"), home=tmp_path, check=True)
+    assert "issue_created" in r.stdout and "commit" in r.stdout and "0 records quarantined" in r.stdout
+    assert not (tmp_path / "private").exists()  # check writes nothing
