@@ -36,7 +36,7 @@ class _ProgressHandler(logging.Handler):
             ev = event.event_specific_data
             status = "ok" if ev.passed else ("warn" if ev.severity.value == "WARN" else "FAILED")
             self._print(f"check {ev.check_name:<20} {status}")
-        elif not kind and record.levelno >= logging.INFO:
+        elif not kind and record.levelno >= logging.INFO and "Not executing" not in record.getMessage():
             self._print(f"  {meta.get('orig_message') or record.getMessage()}")
 
 
