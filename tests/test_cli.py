@@ -60,7 +60,8 @@ def test_folder_with_nothing_recognisable_fails_that_dataset_with_one_line(tmp_p
     (tmp_path / "exports" / "empty" / "notes.txt").write_text("hello")
     r = taskmine("run", "--exports", str(tmp_path / "exports"), "--sandbox", "local", home=tmp_path / "home")
     assert r.returncode == 1
-    assert "FAILED raw_events" in r.stdout and "no git repository or Jira JSON found" in r.stdout, r.stdout
+    failed = next(line for line in r.stdout.splitlines() if "FAILED raw_events" in line)
+    assert "NothingToIngest" in failed and " found; expected " in failed, r.stdout
     one_line_error(r)
 
 
