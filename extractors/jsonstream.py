@@ -151,6 +151,9 @@ def _item(offset: int, raw: bytes | None, cap: int) -> JsonItem:
         return JsonItem(offset, error_class="too_large", message=f"record is larger than {cap} bytes")
     try:
         return JsonItem(offset, json.loads(raw))
+    except RecursionError:
+        return JsonItem(offset, error_class="too_deep", message="record is nested too deeply to parse",
+                        excerpt=raw[:EXCERPT])
     except UnicodeDecodeError:
         try:
             return JsonItem(offset, json.loads(raw.decode("utf-8", "replace")), encoding_error=True)
@@ -233,9 +236,39 @@ def _object(r: _Reader, cap: int, array_keys: tuple[str, ...]) -> Iterator[JsonI
         yield JsonItem(start, members)
 
 
+SMALL_DOCUMENT = 8 << 20
+
+
+def _whole_document(f: BinaryIO, array_keys: tuple[str, ...], limit: int) -> JsonItem | None:
+    """Fast path: a small document that is one record (an object with no record array) is parsed in one
+    `json.loads`, its offset 0. Anything else (bigger, an array, a page, invalid) returns None and the
+    file is streamed from where it was, so results are the same either way, only faster."""
+    try:
+        start = f.tell()
+        head = f.read(limit + 1)
+    except (OSError, ValueError):
+        return None
+    if len(head) > limit or not head.lstrip().startswith(b"{"):
+        f.seek(start)
+        return None
+    offset = 3 if head.startswith(b"\xef\xbb\xbf") else 0
+    try:
+        value = json.loads(head[offset:])
+    except (ValueError, RecursionError):
+        value = None
+    if isinstance(value, dict) and not any(isinstance(value.get(k), list) for k in array_keys):
+        return JsonItem(start + offset + len(head[offset:]) - len(head[offset:].lstrip()), value)
+    f.seek(start)
+    return None
+
+
 def iter_json_items(f: BinaryIO, *, array_keys: tuple[str, ...] = (), max_item_bytes: int = 50 << 20,
                     ) -> Iterator[JsonItem]:
     """Yield the items of the JSON document in binary file `f` (see the module docstring)."""
+    small = _whole_document(f, array_keys, min(max_item_bytes, SMALL_DOCUMENT))
+    if small is not None:
+        yield small
+        return
     r = _Reader(f)
     try:
         if r.peek() is None:
