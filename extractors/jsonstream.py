@@ -244,9 +244,11 @@ def _whole_document(f: BinaryIO, array_keys: tuple[str, ...], limit: int) -> Jso
     `json.loads`, its offset 0. Anything else (bigger, an array, a page, invalid) returns None and the
     file is streamed from where it was, so results are the same either way, only faster."""
     try:
+        if not f.seekable():
+            return None
         start = f.tell()
         head = f.read(limit + 1)
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):
         return None
     if len(head) > limit or not head.lstrip().startswith(b"{"):
         f.seek(start)

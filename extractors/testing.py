@@ -27,7 +27,10 @@ Imported by tests only (it imports pytest).
 
 from __future__ import annotations
 
+import random
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import ClassVar
 
@@ -38,7 +41,7 @@ from warehouse.ids import event_id
 from warehouse.schemas import Event, Quarantine, to_table
 
 ROLES = {"author", "committer", "reporter", "assignee", "creator", "commenter", "changelog_author", "from",
-         "to"}
+         "to", "cc", "bcc", "sender", "mentioned", "reviewer", "actor"}
 PERSON_KEYS = {"handle", "display_name", "email", "username", "role"}
 
 
@@ -79,6 +82,12 @@ class ExtractorContract:
         assert self.extractor.name, "decorate the class with @register_extractor(name)"
         assert reg[self.extractor.name].cls is self.extractor
         assert self.extractor.source, "set the class attribute `source`"
+
+    def test_registered_without_the_test_importing_it(self):
+        """A fresh interpreter sees the name: the module is wired into `_load_builtins` or an entry point."""
+        code = f"from extractors.base import registry; assert {self.extractor.name!r} in registry()"
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert r.returncode == 0, f"{self.extractor.name!r} is not registered at startup: {r.stderr[-300:]}"
 
     def test_detect_claims_the_input(self, tmp_path: Path):
         path = self.make_input(tmp_path, self.n_records)
@@ -134,9 +143,38 @@ class ExtractorContract:
         assert quarantined, "the bad record must become a Quarantine row"
         assert len({q.quarantine_id for q in quarantined}) == len(quarantined)
         for q in quarantined:
-            assert q.file == path.relative_to(tmp_path).as_posix()
+            assert q.file == path.relative_to(tmp_path).as_posix() or path.is_dir()
             assert q.error_class and q.message
+            assert q.offset is not None or q.member, "say where in the input the bad record is"
         assert self.kinds(events) == n_good
+
+    def test_survives_damage(self, tmp_path: Path):
+        """Truncation, inserted junk and bit flips never raise; every row stays schema-valid."""
+        clean = self.make_input(tmp_path / "clean", 5)
+        files = [clean] if clean.is_file() else sorted(p for p in clean.rglob("*") if p.is_file()
+                                                       and ".git" not in p.parts)
+        rng = random.Random(self.extractor.name)
+        for case in range(6):
+            root = tmp_path / f"damaged-{case}"
+            path = self.make_input(root, 5)
+            targets = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()
+                                                           and ".git" not in p.parts)
+            if not targets or not files:
+                return
+            victim = rng.choice(targets)
+            data = bytearray(victim.read_bytes())
+            at = rng.randrange(len(data) or 1)
+            if case % 3 == 0:
+                data = data[:at]
+            elif case % 3 == 1:
+                data[at:at] = bytes(rng.randrange(256) for _ in range(64))
+            else:
+                for i in rng.sample(range(len(data)), min(8, len(data))):
+                    data[i] ^= 1 << rng.randrange(8)
+            victim.write_bytes(bytes(data))
+            events, quarantined = self.split(self.run(root, path))
+            to_table(Event, events)
+            to_table(Quarantine, quarantined)
 
     def test_no_network(self, valid, monkeypatch):
         root, path, rows = valid

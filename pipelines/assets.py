@@ -49,6 +49,12 @@ def anonymized_events(context: AssetExecutionContext, warehouse: WarehouseResour
 
 
 @asset(partitions_def=datasets, group_name="mining", deps=[anonymized_events],
+       description="Cross-source links: issue keys, commit SHAs, issue/commit URLs and Message-IDs in any text.")
+def links(context: AssetExecutionContext, warehouse: WarehouseResource):
+    return _result(flow.links(warehouse.store(), context.partition_key))
+
+
+@asset(partitions_def=datasets, group_name="mining", deps=[anonymized_events, links],
        description="Issues with their fixing commits (key links on word boundaries) and history.")
 def work_items(context: AssetExecutionContext, warehouse: WarehouseResource):
     return _result(flow.work_items(warehouse.store(), context.partition_key))
@@ -85,4 +91,4 @@ def published_dataset(context: AssetExecutionContext, warehouse: WarehouseResour
         "new_version": result.created, "funnel": MetadataValue.json(counts)})
 
 
-STAGES = [raw_events, identities, anonymized_events, work_items, tasks, validations, published_dataset]
+STAGES = [raw_events, identities, anonymized_events, links, work_items, tasks, validations, published_dataset]

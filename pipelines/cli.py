@@ -22,6 +22,7 @@ EXAMPLES = """examples:
   taskmine replay --task 3f2a --agent "company answer --sha deadbeef"
   taskmine audit --dataset acme
   taskmine extractors list
+  taskmine extractors new zendesk_json      # scaffold a connector + fixture + contract test
   taskmine extractors check ~/exports/acme
   taskmine bench ingest --scale 50
 """
@@ -139,9 +140,26 @@ def cmd_extractors(args) -> int:
     from extractors.base import registry
 
     if args.action == "list":
-        print(f"{'name':<14} {'source':<8} {'patterns':<16} origin")
-        for name, reg in registry().items():
-            print(f"{name:<14} {reg.cls.source:<8} {','.join(reg.cls.patterns) or '(folders)':<16} {reg.origin}")
+        rows = [(name, reg.cls.source, ",".join(reg.cls.patterns) or "(folders)", reg.origin)
+                for name, reg in registry().items()]
+        widths = [max(len(r[i]) for r in [("name", "source", "patterns", "origin"), *rows]) for i in range(3)]
+        for r in [("name", "source", "patterns", "origin"), *rows]:
+            print("  ".join(f"{v:<{w}}" for v, w in zip(r, widths)) + "  " + r[3])
+        return 0
+    if args.action == "new":
+        if not args.path:
+            raise UserError("extractors new needs a NAME, e.g. `taskmine extractors new zendesk_json`")
+        import extractors
+        from extractors.scaffold import ScaffoldError, scaffold
+
+        try:
+            written = scaffold(args.path, Path(extractors.__file__).resolve().parent.parent)
+        except ScaffoldError as exc:
+            raise UserError(str(exc)) from None
+        for p in written:
+            print(f"wrote {p}")
+        print(f"next: uv run pytest tests/extractors/test_{args.path}_extractor.py   (green already), then edit "
+              f"extractors/{args.path}.py for the real format; see CONTRIBUTING.md")
         return 0
     if not args.path:
         raise UserError("extractors check needs a PATH: the folder of one dataset's export")
@@ -196,9 +214,12 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--dataset", action="append")
     a.set_defaults(fn=cmd_audit)
 
-    e = sub.add_parser("extractors", help="list extractors, or check what an export would ingest")
-    e.add_argument("action", choices=["list", "check"])
-    e.add_argument("path", nargs="?")
+    e = sub.add_parser("extractors", help="list extractors, scaffold a new one, or check an export",
+                       epilog="examples:\n  taskmine extractors list\n  taskmine extractors new zendesk_json\n"
+                              "  taskmine extractors check ~/exports/acme",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    e.add_argument("action", choices=["list", "check", "new"])
+    e.add_argument("path", nargs="?", metavar="PATH|NAME", help="export folder (check) or connector name (new)")
     e.set_defaults(fn=cmd_extractors)
 
     b = sub.add_parser("bench", help="benchmarks: ingest")

@@ -18,7 +18,7 @@ import json
 import os
 import re
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -106,11 +106,19 @@ class Vault:
                 break
 
 
-class Scrubber:
-    """Replaces known identity strings, then e-mail addresses and phone numbers, in any text."""
+MESSAGE_ID = re.compile(r"<([^<>\s@]{1,250}@[^<>\s@]{1,250})>")
+MESSAGE_ID_KEYS = ("message_id", "in_reply_to", "references")
 
-    def __init__(self, people: list[Person], vault: Vault):
+
+class Scrubber:
+    """Replaces known Message-IDs, known identity strings, then e-mail addresses and phone numbers."""
+
+    def __init__(self, people: list[Person], vault: Vault, message_ids: Iterable[str] = ()):
         self.vault = vault
+        # Message-IDs name hosts and often people; each becomes one opaque id, the same everywhere, so
+        # threads and "see <id>" mentions still match after anonymization.
+        self.message_ids = {m: f"{content_hash('message-id', vault.salt, m)[:24]}@message-id.invalid"
+                            for m in message_ids}
         terms: dict[str, str] = {}
         first_owner: dict[str, set[str]] = {}
         last_owner: dict[str, set[str]] = {}
@@ -153,6 +161,8 @@ class Scrubber:
     def __call__(self, text: str | None) -> str | None:
         if not text:
             return text
+        if self.message_ids and "@" in text:
+            text = MESSAGE_ID.sub(lambda m: f"<{self.message_ids.get(m.group(1), m.group(1))}>", text)
         if self._known is not None:
             text = self._known.sub(lambda m: self.terms.get(m.group(0).casefold(), "[PERSON]"), text)
         text = EMAIL.sub(lambda m: self._email(m.group(0)), text)
@@ -160,7 +170,12 @@ class Scrubber:
                                     text)
         return PHONE.sub(lambda m: "[PHONE]" if is_phone(m.group(0)) else m.group(0), text)
 
+    def message_id(self, value: str | None) -> str | None:
+        return self.message_ids.get(value, value) if value else value
+
     def _email(self, address: str) -> str:
+        if address in self.message_ids:
+            return self.message_ids[address]
         known = self.known_emails.get(address.casefold())
         if known:
             return known
@@ -178,12 +193,12 @@ def _strip_accents(text: str) -> str:
 class Anonymizer:
     """Pseudonymizes whole events and git identities for one dataset."""
 
-    def __init__(self, identities: Iterable[Identity], vault: Vault):
+    def __init__(self, identities: Iterable[Identity], vault: Vault, message_ids: Iterable[str] = ()):
         identities = list(identities)
         self.people = persons(identities)
         vault.assign(self.people)
         self.vault = vault
-        self.scrub = Scrubber(self.people, vault)
+        self.scrub = Scrubber(self.people, vault, message_ids)
         self.person_of = {i.handle: i.person_id for i in identities}
 
     def pseudonym(self, handle: str | None) -> Pseudonym | None:
@@ -219,12 +234,20 @@ class Anonymizer:
         if isinstance(value, dict):
             if "handle" in value:
                 return self.person(value)
-            return {k: self._walk(v) for k, v in value.items()}
+            return {k: self._message_ids(v) if k in MESSAGE_ID_KEYS else self._walk(v) for k, v in value.items()}
         return value
+
+    def _message_ids(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return [self.scrub.message_id(v) if isinstance(v, str) else v for v in value]
+        return self.scrub.message_id(value) if isinstance(value, str) else value
 
     def event(self, ev: Event) -> Event:
         q = self.pseudonym(ev.actor)
+        mid = self.scrub.message_id
         return ev.model_copy(update={
+            "native_id": mid(ev.native_id) if ev.source == "email" else ev.native_id,
+            "thread_key": mid(ev.thread_key) if ev.source == "email" else ev.thread_key,
             "actor": self.handle(ev.actor),
             "actor_name": q.full_name if q else self.scrub(ev.actor_name),
             "recipients": [self.scrub(r) for r in ev.recipients],
@@ -250,8 +273,13 @@ class Anonymizer:
         return sorted(out)
 
 
-def anonymize_events(events: Iterable[Event], anonymizer: Anonymizer) -> Iterable[Event]:
-    return (anonymizer.event(ev) for ev in events)
-
-
-BlobMap = Callable[[bytes], bytes]
+def message_ids(events: Iterable[Event]) -> set[str]:
+    """Every Message-ID the dataset's e-mail events carry or refer to."""
+    out: set[str] = set()
+    for ev in events:
+        if ev.source == "email":
+            out.add(ev.native_id)
+            for key in MESSAGE_ID_KEYS:
+                v = ev.attrs.get(key)
+                out.update(x for x in (v if isinstance(v, list) else [v]) if isinstance(x, str) and x)
+    return out

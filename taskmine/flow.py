@@ -18,7 +18,7 @@ from pathlib import Path
 from extractors import detect
 from graders import replay
 from task_builders import gitrewrite, identity, mining
-from task_builders.anonymize import Anonymizer, Vault
+from task_builders.anonymize import Anonymizer, Vault, message_ids
 from task_builders.config import DatasetConfig
 from task_builders.families import BuildContext, families
 from task_builders.worlds import git
@@ -128,16 +128,17 @@ def vault_path(store: Store, dataset: str) -> Path:
     return store.private / "vault" / f"{dataset}.json"
 
 
-def anonymizer(store: Store, dataset: str) -> Anonymizer:
+def anonymizer(store: Store, dataset: str, with_message_ids: bool = False) -> Anonymizer:
     vault = Vault.load(vault_path(store, dataset))
-    a = Anonymizer(store.read("identities", dataset), vault)
+    ids = message_ids(store.iter("events", dataset)) if with_message_ids else ()
+    a = Anonymizer(store.read("identities", dataset), vault, ids)
     vault.save()
     return a
 
 
 def anonymize(store: Store, dataset: str, dataset_dir: Path) -> StageResult:
     """Pseudonymize every event and rewrite every git repository of the dataset."""
-    anon = anonymizer(store, dataset)
+    anon = anonymizer(store, dataset, with_message_ids=True)
     rows = [anon.event(e) for e in store.iter("events", dataset)]
     store.replace("anonymized_events", dataset, rows)
     repos = anonymize_repos(store, dataset, dataset_dir, anon)
@@ -193,7 +194,18 @@ def _blob_scrubber(anon: Anonymizer):
     return scrub
 
 
-# --- 4. work items -----------------------------------------------------------------------------------
+# --- 4. links and work items -------------------------------------------------------------------------
+
+def links(store: Store, dataset: str) -> StageResult:
+    from task_builders.links import find_links
+
+    rows = find_links(store.iter("anonymized_events", dataset))
+    store.replace("links", dataset, rows)
+    kinds = Counter(r.kind for r in rows)
+    return StageResult({"links": len(rows), **{f"links_{k}": v for k, v in sorted(kinds.items())}},
+                       _preview(rows, ("kind", "evidence")))
+
+
 
 def work_items(store: Store, dataset: str) -> StageResult:
     events = store.read("anonymized_events", dataset)

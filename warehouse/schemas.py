@@ -127,6 +127,20 @@ class Identity(Record):
     evidence: list[str] = []         # why this handle belongs to this person
 
 
+class Link(Record):
+    """One event's text names another event of the dataset (a key, a SHA, a URL, a Message-ID)."""
+
+    table: ClassVar[str] = "links"
+    key: ClassVar[tuple[str, ...]] = ("link_id",)
+
+    link_id: str
+    dataset: str
+    from_event_id: str
+    to_event_id: str
+    kind: str                        # jira_key, commit, issue_url, commit_url, message_id
+    evidence: str = ""               # the text that made the link
+
+
 class WorkItem(Record):
     """A unit of real work: a request, the context before it, and the outcome after it."""
 
@@ -202,7 +216,7 @@ class Rejection(Record):
     detail: str = ""
 
 
-TABLES: dict[str, type[Record]] = {m.table: m for m in (Event, Quarantine, Identity, WorkItem, Task,
+TABLES: dict[str, type[Record]] = {m.table: m for m in (Event, Quarantine, Identity, Link, WorkItem, Task,
                                                          Validation, Rejection)}
 
 
