@@ -10,12 +10,12 @@ import tempfile
 from pathlib import Path
 
 
-def run(what: str, scale: int = 50, out: str | None = None) -> int:
+def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False) -> int:
     if what == "ingest":
         from bench.ingest import bench_ingest
 
         if out:
-            return bench_ingest(Path(out), scale)
+            return bench_ingest(Path(out), scale, memory)
         with tempfile.TemporaryDirectory(prefix="taskmine-bench-") as tmp:
-            return bench_ingest(Path(tmp), scale)
+            return bench_ingest(Path(tmp), scale, memory)
     raise ValueError(f"unknown benchmark {what!r}; choose: ingest")

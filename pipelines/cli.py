@@ -172,7 +172,7 @@ def cmd_bench(args) -> int:
     _env(args)
     from bench import run as bench_run
 
-    return bench_run(args.what, scale=args.scale, out=args.out)
+    return bench_run(args.what, scale=args.scale, out=args.out, memory=args.memory)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -226,6 +226,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("what", choices=["ingest"])
     b.add_argument("--scale", type=int, default=50)
     b.add_argument("--out", help="folder for the generated input (default: a temp folder)")
+    b.add_argument("--memory", action="store_true", help="also peak RSS per extractor at --scale and 10x it")
     b.set_defaults(fn=cmd_bench)
     return p
 

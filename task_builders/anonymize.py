@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from task_builders.identity import Person, fold, persons
-from task_builders.patterns import EMAIL, EMAIL_OBFUSCATED, PHONE, is_phone
+from task_builders import pii
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Identity
 
@@ -113,7 +113,8 @@ MESSAGE_ID_KEYS = ("message_id", "in_reply_to", "references")
 class Scrubber:
     """Replaces known Message-IDs, known identity strings, then e-mail addresses and phone numbers."""
 
-    def __init__(self, people: list[Person], vault: Vault, message_ids: Iterable[str] = ()):
+    def __init__(self, people: list[Person], vault: Vault, message_ids: Iterable[str] = (),
+                 places: Iterable[str] = ()):
         self.vault = vault
         # Message-IDs name hosts and often people; each becomes one opaque id, the same everywhere, so
         # threads and "see <id>" mentions still match after anonymization.
@@ -150,6 +151,8 @@ class Scrubber:
             for u in p.usernames:
                 if len(u) >= 3 and fold(u) not in STOPWORDS:
                     terms[u] = q.username
+        for place in places:  # places NER found outside the allow-list (an outsider's town)
+            terms.setdefault(place, "[PLACE]")
         # Accent-free spellings of the same strings ("Jose" for "José").
         for k, v in list(terms.items()):
             terms.setdefault(_strip_accents(k), v)
@@ -165,10 +168,28 @@ class Scrubber:
             text = MESSAGE_ID.sub(lambda m: f"<{self.message_ids.get(m.group(1), m.group(1))}>", text)
         if self._known is not None:
             text = self._known.sub(lambda m: self.terms.get(m.group(0).casefold(), "[PERSON]"), text)
-        text = EMAIL.sub(lambda m: self._email(m.group(0)), text)
-        text = EMAIL_OBFUSCATED.sub(lambda m: self._email(f"{m.group(1)}@{m.group(2).replace(' dot ', '.')}"),
-                                    text)
-        return PHONE.sub(lambda m: "[PHONE]" if is_phone(m.group(0)) else m.group(0), text)
+        return self.patterns(text)
+
+    def patterns(self, text: str) -> str:
+        """E-mail addresses become pseudonyms (known people) or consistent redacted addresses; every other
+        recognized kind (phone, address, IP, personal URL, card, IBAN, SSN, secrets) a typed placeholder."""
+        spans = pii.find(text)
+        if not spans:
+            return text
+        parts, last = [], 0
+        for sp in spans:
+            parts.append(text[last:sp.start])
+            if sp.kind == "email":
+                address = sp.value
+                if "@" not in address:  # "user [at] host [dot] org"
+                    address = re.sub(r"\s*[\[(]?\s*(?:at|AT)\s*[\])]?\s*", "@", address, count=1)
+                    address = re.sub(r"\s*[\[(]?\s*(?:dot|DOT)\s*[\])]?\s*", ".", address)
+                parts.append(self._email(address))
+            else:
+                parts.append(pii.default_placeholder(sp))
+            last = sp.end
+        parts.append(text[last:])
+        return "".join(parts)
 
     def message_id(self, value: str | None) -> str | None:
         return self.message_ids.get(value, value) if value else value
@@ -179,8 +200,8 @@ class Scrubber:
         known = self.known_emails.get(address.casefold())
         if known:
             return known
-        if address.casefold().endswith(f"@{self.vault.domain}"):
-            return address
+        if address.casefold().endswith((f"@{self.vault.domain}", "@message-id.invalid", "@redacted.example")):
+            return address  # already a pseudonym (a second pass must not change it)
         return f"person-{content_hash('email', self.vault.salt, address.casefold())[:8]}@redacted.example"
 
 
@@ -193,12 +214,18 @@ def _strip_accents(text: str) -> str:
 class Anonymizer:
     """Pseudonymizes whole events and git identities for one dataset."""
 
-    def __init__(self, identities: Iterable[Identity], vault: Vault, message_ids: Iterable[str] = ()):
+    def __init__(self, identities: Iterable[Identity], vault: Vault, message_ids: Iterable[str] = (),
+                 outsiders: Iterable[str] = (), places: Iterable[str] = ()):
+        """`outsiders`: full names NER found that no identity carries (customers, family members); each
+        becomes a pseudonymous person of its own, consistent across the dataset."""
         identities = list(identities)
         self.people = persons(identities)
-        vault.assign(self.people)
+        known = {fold(n) for p in self.people for n in p.names}
+        self.outsiders = [Person("x_" + content_hash("outsider", fold(n))[:16], (), (n,), (), ())
+                          for n in sorted(set(outsiders)) if fold(n) not in known]
+        vault.assign(self.people + self.outsiders)
         self.vault = vault
-        self.scrub = Scrubber(self.people, vault, message_ids)
+        self.scrub = Scrubber(self.people + self.outsiders, vault, message_ids, places)
         self.person_of = {i.handle: i.person_id for i in identities}
 
     def pseudonym(self, handle: str | None) -> Pseudonym | None:
@@ -265,12 +292,40 @@ class Anonymizer:
 
     def known_strings(self) -> list[str]:
         """Every real identity string the leak audit must not find in published files."""
-        out = set()
+        out = {n for p in self.outsiders for n in p.names}
         for p in self.people:
             out.update(n for n in p.names if len(n.split()) >= 2 or len(n) >= 5)
             out.update(p.emails)
             out.update(u for u in p.usernames if len(u) >= 5 and fold(u) not in STOPWORDS)
         return sorted(out)
+
+
+_NAME_WORD = re.compile(r"^[^\W\d_][^\W\d_'\u2019-]*(?:[-'\u2019][^\W\d_]+)*$")
+
+
+def discover(events: Iterable[Event], ner, allow: Iterable[str] = ()) -> tuple[list[str], list[str]]:
+    """(outsider full names, places) NER finds in event titles and bodies (diffs excluded: code is not
+    prose). Both must be words of letters; a person needs two or more; a place that shares a word with a
+    name is dropped; names and places on `allow` are kept."""
+    keep = {fold(a) for a in allow}
+    texts = [t for ev in events for t in (ev.title, ev.body) if t]
+    people: set[str] = set()
+    places: set[str] = set()
+    for spans in ner.people_and_places(texts):
+        for sp in spans:
+            value = " ".join(sp.value.split())
+            words = value.split()
+            # Only words of letters: "CORE-12" or "v2 API" tagged as a place by a small model are not one.
+            if fold(value) in keep or len(value) < 4 or not all(_NAME_WORD.match(w) for w in words):
+                continue
+            if sp.kind == "person" and len(words) >= 2:
+                people.add(value)
+            elif sp.kind == "place":
+                places.add(value)
+    # A "place" that is someone's name (small models tag first names as places) stays a name.
+    name_words = {fold(w) for n in people for w in n.split()}
+    places = {p for p in places if not {fold(w) for w in p.split()} & name_words}
+    return sorted(people), sorted(places - people)
 
 
 def message_ids(events: Iterable[Event]) -> set[str]:

@@ -7,6 +7,8 @@ Example:
     link_days = 7               # the commit-link world is the repository this long after the fix
     repeats = 3                 # oracle and null runs per task
     max_quarantine_rate = 0.2   # the quarantine asset check fails above this share of records
+    ner_model = "en_core_web_sm"  # "" turns NER off (known identities and patterns are still scrubbed)
+    allow = ["Apache", "GitHub"]  # reviewed public names NER must not treat as people or places
 
 Invariant: an unknown key or a wrong type is a one-line error naming the file, the key and the fix.
 """
@@ -36,6 +38,8 @@ class DatasetConfig(BaseModel):
     max_quarantine_rate: float = Field(0.2, ge=0, le=1)
     history_limit: int = Field(200, ge=0)
     test_share: float = Field(0.2, ge=0, le=1)
+    ner_model: str = "en_core_web_sm"   # spaCy model for names outside the identity graph; "" turns NER off
+    allow: tuple[str, ...] = ()         # reviewed public names (organisations, products, places) NER keeps
 
     def model_post_init(self, _context) -> None:
         unknown = [f for f in self.families if f not in FAMILIES]

@@ -128,21 +128,48 @@ def vault_path(store: Store, dataset: str) -> Path:
     return store.private / "vault" / f"{dataset}.json"
 
 
+def entities_path(store: Store, dataset: str) -> Path:
+    return store.private / "entities" / f"{dataset}.json"
+
+
 def anonymizer(store: Store, dataset: str, with_message_ids: bool = False) -> Anonymizer:
+    """The dataset's anonymizer: identities, vault, and the outsiders/places NER found (private)."""
     vault = Vault.load(vault_path(store, dataset))
     ids = message_ids(store.iter("events", dataset)) if with_message_ids else ()
-    a = Anonymizer(store.read("identities", dataset), vault, ids)
+    f = entities_path(store, dataset)
+    found = json.loads(f.read_text()) if f.exists() else {}
+    a = Anonymizer(store.read("identities", dataset), vault, ids, found.get("outsiders", ()), found.get("places", ()))
     vault.save()
     return a
 
 
-def anonymize(store: Store, dataset: str, dataset_dir: Path) -> StageResult:
+def find_entities(store: Store, dataset: str, config: DatasetConfig) -> str:
+    """Run NER over the raw text once; keep what it found under private/. Returns NER's status line."""
+    from task_builders.anonymize import discover
+    from task_builders.ner import load_ner, ner_status
+
+    ner = load_ner(config.ner_model) if config.ner_model else None
+    status = ner_status() if config.ner_model else "NER off (ner_model = \"\" in taskmine.toml)"
+    outsiders, places = discover(store.iter("events", dataset), ner, config.allow) if ner else ([], [])
+    known = {identity.fold(w) for i in store.iter("identities", dataset) for n in i.names for w in n.split()}
+    places = [p for p in places if not {identity.fold(w) for w in p.split()} & known]
+    f = entities_path(store, dataset)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(json.dumps({"ner": status, "outsiders": outsiders, "places": places}, indent=1))
+    return status
+
+
+def anonymize(store: Store, dataset: str, dataset_dir: Path, config: DatasetConfig | None = None) -> StageResult:
     """Pseudonymize every event and rewrite every git repository of the dataset."""
+    from task_builders.config import load_config
+
+    status = find_entities(store, dataset, config or load_config(dataset_dir))
     anon = anonymizer(store, dataset, with_message_ids=True)
     rows = [anon.event(e) for e in store.iter("events", dataset)]
     store.replace("anonymized_events", dataset, rows)
     repos = anonymize_repos(store, dataset, dataset_dir, anon)
-    return StageResult({"events": len(rows), "persons": len(anon.people), "repositories": len(repos)},
+    return StageResult({"events": len(rows), "persons": len(anon.people), "outsiders": len(anon.outsiders),
+                        "repositories": len(repos), "ner": status},
                        _preview((r for r in rows if r.body), ("kind", "actor_name", "title")))
 
 
