@@ -77,7 +77,7 @@ def leak_audit(context: AssetCheckExecutionContext, warehouse: WarehouseResource
 
     store, ds = warehouse.store(), context.partition_key
     root = resolve(store.published_root() / ds)
-    hits = audit.scan(root, flow.anonymizer(store, ds).known_strings())
+    hits = audit.scan(root, flow.anonymizer(store, ds).known_strings(), detector=flow.secrets)
     return AssetCheckResult(passed=not hits, metadata={
         "version": root.name, "hits": len(hits), "where": "; ".join(f"{h.file}: {h.where}" for h in hits[:10])})
 

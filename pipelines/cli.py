@@ -128,7 +128,7 @@ def cmd_audit(args) -> int:
             root = resolve(store.published_root() / ds)
         except DatasetError as exc:
             raise UserError(str(exc)) from None
-        hits = audit.scan(root, flow.anonymizer(store, ds).known_strings())
+        hits = audit.scan(root, flow.anonymizer(store, ds).known_strings(), detector=flow.secrets)
         print(f"{ds} {root.name}: {len(hits)} known identities found")
         for h in hits[:20]:
             print(f"  {h.file}: {h.where} ({h.kind} #{h.index})")

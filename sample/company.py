@@ -1,4 +1,4 @@
-"""A deterministic synthetic company export: Jira issues, a git repository, and hidden ground truth.
+"""A deterministic synthetic company export: Jira, git, a mail archive, Slack, and hidden ground truth.
 
 Layout written under `out`:
     <dataset>/jira/<KEY>.json          one issue per file, as `GET /rest/api/2/issue/KEY?expand=changelog`
@@ -6,19 +6,58 @@ Layout written under `out`:
     <dataset>/jira/search-page-<i>.json  pages of `GET /rest/api/2/search?jql=project=WEB ORDER BY key
                                        &expand=changelog&startAt=50*i&maxResults=50` for the second project
     <dataset>/repo/                    a non-bare git repository, `main` checked out (see gitstream.py)
+    <dataset>/mail/<list>.mbox         mod_mbox archives of the dev@ and support@ lists (see channels.py)
+    <dataset>/slack/                   an unpacked Slack export: users.json, channels.json,
+                                       <channel>/<YYYY-MM-DD>.json (see channels.py)
     .truth/<dataset>.json              ground truth (outside the export: the exports scanner skips dot-dirs)
 
 Invariants:
-- Only `random.Random(seed)` drives choices and no clock is read: the same (seed, scale, dataset) gives
-  byte-identical Jira files and truth file and identical commit SHAs.
+- Only `random.Random(seed)` drives the Jira and git choices and no clock is read: the same (seed, scale,
+  dataset) gives byte-identical Jira files, mail and Slack files and truth file, and identical commit SHAs.
+  Mail and Slack draw from their own stream, `random.Random(f"{seed}-channels")`, after Jira and git are
+  rendered, so they never change a Jira file or a SHA.
 - Timelines are coherent per issue: created < triage < In Progress < fixing commits < resolutiondate;
   the buggy function an issue describes exists in the repository before the issue is filed.
 - Changelog `from` values are the values as filed, so replaying the changelog from the end state
   recovers the issue as filed; triage changes only type, priority, components and assignee.
 - Every planted PII item is recorded with exact offsets into the string at its location; fixing commits
   name their issue key(s) and no other commit message contains anything shaped like an issue key.
-"""
 
+Truth schema "taskmine.sample.truth/2" (a JSON object; /2 adds the last six keys and the mail/Slack
+locations of "pii" to /1):
+    schema, dataset, seed, scale
+    offsets      how "pii" offsets and locations are defined (the OFFSETS text below)
+    people       per roster person: name, first_name, email, role, timezone, jira account, git identities,
+                 handles (jira + every git identity, used or not)
+    issues       per issue: key, file + JSON pointer, as filed, triage (or untriaged_reason), duplicate_of,
+                 fix_version, function, fixing_commits
+    commits      per commit: sha, parents, kind, fixes (keys), subject, author, date
+    pii          {type: name|first_name|email|phone|username, value, person: Jira name | null (outsider),
+                  file, location, start, end}
+    sources      {"mail": [{list, address, file, messages}],
+                  "slack": {dir, team_id, users, bot: {user_id, bot_id, name},
+                            channels: [{id, name, messages}], messages}}
+    links        every cross-source reference written in a commit message, mail subject/body or Slack text:
+                 {"from": {"source": "git"|"email"|"slack", "native_id": full SHA | Message-ID without <> |
+                           "<channel id>:<ts>"},
+                  "to": {"kind": "jira_key"|"issue_url"|"commit"|"commit_url"|"message_id",
+                         "value": issue key | full SHA | Message-ID without <>},
+                  "field": "message"|"subject"|"body"|"text", "text": the literal text written}
+                 One entry per (from, field, kind, value). A URL is listed once, as issue_url/commit_url,
+                 although the key or SHA inside it is also visible; a "commit" text is the full SHA or a
+                 7-12 digit prefix unique in the repository. A reply's quote of its parent and a reply's
+                 "Re:" subject refer to what they quote, so they are links of the reply too.
+    identities   [{person: Jira name | null, name, kind: "staff"|"customer",
+                   handles: sorted ["jira:<name>", "git:<email lower>", "email:<addr lower>", "slack:<user id>"]}]
+                 only handles that occur in the files (git: commit authors; email: From/To/Cc headers;
+                 jira: account names in user fields and assignee changes); every staff member has all four kinds
+    threads      {"email": [{list, file, subject, messages: [Message-ID, ...]}] (every mail in exactly one
+                  thread, time order, root first), "slack": [{channel, channel_id, thread_ts,
+                  messages: ["<channel id>:<ts>", ...]}] (threads with replies, parent first)}
+    qa           [{source: "email"|"slack", kind: support|status|release|where|owner|tests, question, answer
+                   (native ids as in links), asker, answerer (handles), in_thread, facts: [strings the answer
+                   contains]}]: questions answered later by someone else
+"""
 from __future__ import annotations
 
 import datetime as dt
@@ -29,12 +68,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sample.channels import write_channels
 from sample.codebase import Codebase, Fn, feature_files, new_fn
 from sample.gitstream import GitCommit, build_repo
-from sample.roster import Outsider, Person, Pii, Text, make_outsiders, make_roster, mention
+from sample.roster import (DAY, HOUR, Outsider, Person, Pii, Text, make_outsiders, make_roster, mention,
+                           working_time)
 
-HOUR = 3_600_000
-DAY = 24 * HOUR
 JIRA_EXPAND = "renderedFields,names,schema,operations,editmeta,changelog,versionedRepresentations"
 ISSUE_TYPES = {"Bug": "1", "New Feature": "2", "Task": "3", "Improvement": "4"}
 PRIORITIES = {"Blocker": "1", "Critical": "2", "Major": "3", "Minor": "4", "Trivial": "5"}
@@ -60,7 +99,14 @@ FEATURES = (("csv_report", "CSV report"), ("audit_log", "audit log"), ("rate_lim
             ("webhook", "webhook"), ("metrics", "metrics"), ("export", "export"))
 ISSUES_PER_SCALE = {"CORE": 12, "WEB": 4}
 PAGE_SIZE = 50
-TRUTH_SCHEMA = "taskmine.sample.truth/1"
+TRUTH_SCHEMA = "taskmine.sample.truth/2"
+OFFSETS = ("start/end are Python str indices (Unicode code points) into the string at `location`; `file` is "
+           "relative to the output directory. Locations: a JSON pointer into a Jira file; "
+           "commit:<sha>:message = the raw commit message; mbox:<Message-ID>:body = the decoded body of that "
+           "message (the first text/plain part, else the first text/html part; Content-Transfer-Encoding undone, "
+           "decoded as its charset, as email.message.Message.get_content() returns it; mboxo '>From ' escapes "
+           "kept as stored); slack:<channel>/<YYYY-MM-DD>.json:<ts>:text = the parsed `text` of the message "
+           "with that ts in that day file")
 
 
 @dataclass(frozen=True)
@@ -71,6 +117,8 @@ class SampleSummary:
     dataset: str
     jira_dir: Path
     repo_dir: Path
+    mail_dir: Path
+    slack_dir: Path
     truth_path: Path
     people: int
     issues: int
@@ -81,6 +129,9 @@ class SampleSummary:
     merges: int
     untriaged: int
     pii_items: int
+    mails: int
+    slack_messages: int
+    links: int
 
 
 def write_sample(out: Path, seed: int = 0, scale: int = 1, dataset: str = "acme") -> SampleSummary:
@@ -96,20 +147,23 @@ def write_sample(out: Path, seed: int = 0, scale: int = 1, dataset: str = "acme"
             raise FileExistsError(f"{path} already exists; choose an empty --out directory or delete it")
     company = _Company(random.Random(seed), scale, dataset)
     written = company.write(out)
-    truth = {"schema": TRUTH_SCHEMA, "dataset": dataset, "seed": seed, "scale": scale,
-             "offsets": "start/end are Python str indices (Unicode code points) into the string at `location`; "
-                        "`file` is relative to the output directory",
-             "people": company.people_truth(), **written}
+    extra = write_channels(out, company, random.Random(f"{seed}-channels"), written["commits"])
+    written["pii"] += extra.pop("pii")
+    truth = {"schema": TRUTH_SCHEMA, "dataset": dataset, "seed": seed, "scale": scale, "offsets": OFFSETS,
+             "people": company.people_truth(), **written, **extra}
     truth_path.parent.mkdir(parents=True, exist_ok=True)
     truth_path.write_text(_dump(truth), encoding="utf-8")
     return SampleSummary(
-        out=out, dataset=dataset, jira_dir=root / "jira", repo_dir=root / "repo", truth_path=truth_path,
+        out=out, dataset=dataset, jira_dir=root / "jira", repo_dir=root / "repo", mail_dir=root / "mail",
+        slack_dir=root / "slack", truth_path=truth_path,
         people=len(company.people), issues=len(company.issues),
         issue_files=sum(1 for i in company.issues if i.project.key == "CORE"),
         search_pages=company.search_pages, commits=len(truth["commits"]),
         fixing_commits=sum(1 for c in truth["commits"] if c["fixes"]),
         merges=sum(1 for c in truth["commits"] if len(c["parents"]) > 1),
-        untriaged=sum(1 for i in truth["issues"] if i["triage"] is None), pii_items=len(truth["pii"]))
+        untriaged=sum(1 for i in truth["issues"] if i["triage"] is None), pii_items=len(truth["pii"]),
+        mails=sum(x["messages"] for x in extra["sources"]["mail"]),
+        slack_messages=extra["sources"]["slack"]["messages"], links=len(extra["links"]))
 
 
 def _dump(obj: Any) -> str:
@@ -245,6 +299,7 @@ class _Company:
         self.versions = self._plan_bumps()
         self._plan_docs()
         self.search_pages = 0
+        self.shas: dict[int, str] = {}  # commit mark -> SHA, once `write` built the repository
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -252,16 +307,7 @@ class _Company:
         return int(self.rng.uniform(lo, hi) * HOUR)
 
     def snap(self, t: int, person: Person) -> int:
-        """The first moment >= t inside `person`'s working hours (Mon-Fri 09:00-18:00 local)."""
-        off = person.offset * 60_000
-        day, ms = divmod(t + off, DAY)
-        if (day + 3) % 7 < 5 and 9 * HOUR <= ms < 18 * HOUR:  # 1970-01-01 was a Thursday
-            return t
-        if not ((day + 3) % 7 < 5 and ms < 9 * HOUR):
-            day += 1
-            while (day + 3) % 7 >= 5:
-                day += 1
-        return day * DAY + 9 * HOUR + self.rng.randrange(6 * HOUR) - off
+        return working_time(self.rng, t, person.offset)
 
     def pick(self, people: list[Person], avoid: Person | None = None) -> Person:
         return self.rng.choice([p for p in people if p is not avoid] or people)
@@ -657,7 +703,7 @@ class _Company:
         """Build the repository, write the Jira files, and return the ground truth."""
         root = out / self.dataset
         commits = self._git_commits()
-        shas = build_repo(root / "repo", commits)
+        self.shas = shas = build_repo(root / "repo", commits)
         self._assign_ids()
         jira = root / "jira"
         jira.mkdir(parents=True)
@@ -668,7 +714,7 @@ class _Company:
             issues.append(self._issue_truth(issue, rel, prefix, shas))
             texts = [("/fields/description", issue.description)]
             texts += [(f"/fields/comment/comments/{j}/body", c.text) for j, c in enumerate(issue.comments)]
-            pii.extend(_pii(text, rel, prefix + pointer) for pointer, text in texts)
+            pii.extend(text.truth(rel, prefix + pointer) for pointer, text in texts)
 
         by_project = {p.key: sorted(p.issues, key=lambda i: i.num) for p in self.projects}
         for issue in by_project["CORE"]:
@@ -689,7 +735,7 @@ class _Company:
         commit_truth = []
         for c in commits:
             plan, sha = self.by_mark[c.mark], shas[c.mark]
-            pii.append(_pii(plan.message, repo, f"commit:{sha}:message"))
+            pii.append(plan.message.truth(repo, f"commit:{sha}:message"))
             commit_truth.append({
                 "sha": sha, "parents": [shas[m] for m in (c.parent, c.merge) if m is not None],
                 "kind": plan.kind, "fixes": [i.key for i in plan.fixes], "subject": c.message.split("\n")[0],
@@ -817,7 +863,3 @@ class _Company:
                  "handles": [f"jira:{p.username}"] + sorted({f"git:{e.lower()}" for _, e in p.git})}
                 for p in self.people]
 
-
-def _pii(text: Text, file: str, location: str) -> list[dict]:
-    return [{"type": x.type, "value": x.value, "person": x.person, "file": file, "location": location,
-             "start": start, "end": end} for x, start, end in text.spans]

@@ -42,6 +42,8 @@ TIMEZONES = (
     ("Africa/Nairobi", 180), ("Asia/Dubai", 240), ("America/Phoenix", -420), ("Australia/Brisbane", 600),
 )
 PERSONAL_DOMAIN = "mail.example"
+HOUR = 3_600_000  # times are integer milliseconds since the epoch, UTC
+DAY = 24 * HOUR
 
 
 def ascii_fold(text: str) -> str:
@@ -126,6 +128,22 @@ def make_outsiders(rng: random.Random, n: int) -> list[Outsider]:
     return out
 
 
+def working_time(rng: random.Random, t: int, offset: int) -> int:
+    """The first moment >= t inside working hours (Mon-Fri 09:00-18:00) at `offset` minutes east of UTC.
+
+    A moment outside them moves to a random time in the first 6 hours of the next working day, so work
+    does not all start at 09:00 sharp."""
+    off = offset * 60_000
+    day, ms = divmod(t + off, DAY)
+    if (day + 3) % 7 < 5 and 9 * HOUR <= ms < 18 * HOUR:  # 1970-01-01 was a Thursday
+        return t
+    if not ((day + 3) % 7 < 5 and ms < 9 * HOUR):
+        day += 1
+        while (day + 3) % 7 >= 5:
+            day += 1
+    return day * DAY + 9 * HOUR + rng.randrange(6 * HOUR) - off
+
+
 def fake_phone(rng: random.Random) -> str:
     """A number from a fiction range, in one of the international formats people really type."""
     fmt = rng.choice(("+1 {us} 555 01{nn}", "+1 ({us}) 555-01{nn}", "+44 20 7946 0{nnn}",
@@ -160,9 +178,27 @@ class Text:
                 self._put(value)
         return self
 
+    def extend(self, other: Text, prefix: str = "") -> Text:
+        """Append `other` with each line prefixed (a "> " mail quote; empty lines get the prefix stripped),
+        keeping its planted items at their shifted offsets. Planted items never span a line break."""
+        lines, starts, old = str(other).split("\n"), [], 0
+        for n, line in enumerate(lines):
+            starts.append((old, self.size + len(prefix)))
+            self._put((prefix + line if line else prefix.rstrip()) + ("\n" if n < len(lines) - 1 else ""))
+            old += len(line) + 1
+        for pii, start, end in other.spans:
+            line_old, line_new = max(s for s in starts if s[0] <= start)
+            self.spans.append((pii, line_new + start - line_old, line_new + end - line_old))
+        return self
+
     def _put(self, s: str) -> None:
         self.parts.append(s)
         self.size += len(s)
+
+    def truth(self, file: str, location: str) -> list[dict]:
+        """The planted items as ground-truth records: exact [start, end) offsets into str(self)."""
+        return [{"type": x.type, "value": x.value, "person": x.person, "file": file, "location": location,
+                 "start": start, "end": end} for x, start, end in self.spans]
 
     def __str__(self) -> str:
         return "".join(self.parts)

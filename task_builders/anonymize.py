@@ -106,6 +106,7 @@ class Vault:
                 break
 
 
+_INVISIBLE = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
 MESSAGE_ID = re.compile(r"<([^<>\s@]{1,250}@[^<>\s@]{1,250})>")
 MESSAGE_ID_KEYS = ("message_id", "in_reply_to", "references")
 
@@ -164,6 +165,7 @@ class Scrubber:
     def __call__(self, text: str | None) -> str | None:
         if not text:
             return text
+        text = _INVISIBLE.sub("", text)  # zero-width characters inside a name must not hide it
         if self.message_ids and "@" in text:
             text = MESSAGE_ID.sub(lambda m: f"<{self.message_ids.get(m.group(1), m.group(1))}>", text)
         if self._known is not None:

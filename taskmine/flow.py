@@ -165,10 +165,21 @@ def anonymize(store: Store, dataset: str, dataset_dir: Path, config: DatasetConf
 
     status = find_entities(store, dataset, config or load_config(dataset_dir))
     anon = anonymizer(store, dataset, with_message_ids=True)
-    rows = [anon.event(e) for e in store.iter("events", dataset)]
+    rows, failed = [], []
+    for e in store.iter("events", dataset):
+        try:
+            rows.append(anon.event(e))
+        except Exception as exc:  # an event we cannot scrub is kept out, never published raw
+            failed.append(Quarantine(
+                quarantine_id=content_hash("anonymize", dataset, e.event_id), dataset=dataset, source=e.source,
+                file=str(e.provenance.get("file", "")), offset=e.provenance.get("offset"), member=e.native_id,
+                error_class="anonymize_failed", message=f"{type(exc).__name__}: {exc}"[:500]))
     store.replace("anonymized_events", dataset, rows)
+    if failed:
+        store.merge("quarantine", dataset, failed)
     repos = anonymize_repos(store, dataset, dataset_dir, anon)
-    return StageResult({"events": len(rows), "persons": len(anon.people), "outsiders": len(anon.outsiders),
+    return StageResult({"events": len(rows), "quarantined": len(failed), "persons": len(anon.people),
+                        "outsiders": len(anon.outsiders),
                         "repositories": len(repos), "ner": status},
                        _preview((r for r in rows if r.body), ("kind", "actor_name", "title")))
 
@@ -313,6 +324,13 @@ def verdicts_by_task(rows: list[Validation]) -> dict[str, tuple[bool, str]]:
 
 # --- 7. publish --------------------------------------------------------------------------------------
 
+def secrets(text: str) -> Iterable[str]:
+    """The leak audit's detector: kinds of secrets (keys, tokens, passwords) found in `text`."""
+    from task_builders import pii
+
+    return [s.kind for s in pii.find(text) if s.kind.startswith("secret:")]
+
+
 def funnel(store: Store, dataset: str) -> dict[str, int]:
     all_tasks = store.read("tasks", dataset)
     verdicts = verdicts_by_task(store.read("validations", dataset))
@@ -336,5 +354,5 @@ def publish(store: Store, dataset: str) -> tuple[publishing.Published, dict[str,
     counts["published"] = len(valid)
     anon = anonymizer(store, dataset)
     result = publishing.publish(valid, store.worlds(dataset), store.published_root(), dataset, funnel=counts,
-                                validation=summary, known_strings=anon.known_strings())
+                                validation=summary, known_strings=anon.known_strings(), detector=secrets)
     return result, counts

@@ -6,6 +6,8 @@ Invariants:
   every blob of every tree), anything else as bytes decoded leniently.
 - Matching is case-insensitive on word boundaries; a hit names the file, where in it, and the
   identity string's kind, never the string itself (the report may be shown to people).
+- An optional detector (the pipeline passes the secret recognizers of `task_builders.pii`) adds hits
+  for things no list can name: a leaked API key is a hit of kind `secret:<type>`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,29 +37,46 @@ class Matcher:
         alt = "|".join(re.escape(s) for s in self.strings)
         self.rx = re.compile(rf"(?<![\w@.])(?:{alt})(?![\w@])", re.IGNORECASE) if alt else None
 
+    extra: Detector | None = None
+
     def find(self, text: str) -> Iterator[str]:
-        if self.rx is None or not text:
+        if not text:
             return
-        for m in self.rx.finditer(text):
-            yield m.group(0)
+        if self.rx is not None:
+            for m in self.rx.finditer(text):
+                yield m.group(0)
+        if self.extra is not None:
+            for kind in self.extra(text):
+                yield f"\0{kind}"
 
     def kind(self, s: str) -> str:
+        if s.startswith("\0"):
+            return s[1:]
         return "email" if "@" in s else ("name" if " " in s.strip() else "username")
 
 
-def scan(root: Path, strings: Iterable[str], limit: int = 200) -> list[Hit]:
-    """All hits under `root` (a folder or a file), at most `limit`."""
+Detector = Callable[[str], Iterable[str]]
+
+
+def scan(root: Path, strings: Iterable[str], limit: int = 200, detector: Detector | None = None) -> list[Hit]:
+    """All hits under `root` (a folder or a file), at most `limit`. `detector(text)` yields the kinds of
+    anything else that must not be published (e.g. secrets); each is a hit too."""
     m = Matcher(strings)
+    m.extra = detector
     hits: list[Hit] = []
     paths = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file() and ".git" not in p.parts)
     repos = [] if root.is_file() else sorted(p.parent for p in root.rglob(".git") if p.is_dir())
     for path in paths:
         rel = str(path.relative_to(root.parent if root.is_file() else root))
         for where, text in _texts(path):
+            # Our own sha256 listings (file manifests) are hashes next to file names like auth.py: the
+            # secret detector would read them as assignments. Known identity strings are still searched.
+            m.extra = None if (path.name == "manifest.json" or "manifest" in where) else detector
             for s in m.find(text):
                 hits.append(Hit(rel, where, m.kind(s), m.index.get(s.casefold(), -1)))
                 if len(hits) >= limit:
                     return hits
+    m.extra = detector
     for repo in repos:
         rel = str(repo.relative_to(root))
         for where, text in _git_texts(repo):

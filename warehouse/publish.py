@@ -58,7 +58,8 @@ class Published:
 
 
 def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: str, *, funnel: dict[str, int],
-            validation: dict[str, dict], known_strings: Iterable[str]) -> Published:
+            validation: dict[str, dict], known_strings: Iterable[str],
+            detector: audit.Detector | None = None) -> Published:
     tasks = sorted(tasks, key=lambda t: t.task_id)
     digest = content_hash("publish", PIPELINE_VERSION, [(t.task_id, t.world_hash) for t in tasks])[:12]
     version = f"{PIPELINE_VERSION}-{digest}"
@@ -81,7 +82,7 @@ def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: st
         })
     pq.write_table(pa.Table.from_pylist(rows, schema=TASK_COLUMNS), stage / "tasks.parquet", compression="zstd")
     (stage / "README.md").write_text(_card(dataset, version, tasks, funnel), encoding="utf-8")
-    hits = audit.scan(stage, known_strings)
+    hits = audit.scan(stage, known_strings, detector=detector)
     if hits:
         shutil.rmtree(stage)
         raise LeakError(hits)

@@ -99,3 +99,14 @@ def test_audit_reads_git_history(tmp_path):
     hits = scan(tmp_path / "w", ["Maria Lopez"])
     assert hits and hits[0].file == "repo" and hits[0].kind == "name"
     assert scan(tmp_path / "w", ["Someone Else"]) == []
+
+
+def test_audit_detector_finds_secrets_no_list_names(tmp_path):
+    from taskmine.flow import secrets
+
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "config.py").write_text('GITHUB = "ghp_' + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8" + '"\n')
+    hits = scan(tmp_path / "w", [], detector=secrets)
+    assert [h.kind for h in hits] == ["secret:github_token"]
+    (tmp_path / "w" / "config.py").write_text('GITHUB = "[SECRET:GITHUB_TOKEN]"\n')
+    assert scan(tmp_path / "w", [], detector=secrets) == []
