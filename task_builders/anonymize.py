@@ -115,7 +115,7 @@ class Scrubber:
     """Replaces known Message-IDs, known identity strings, then e-mail addresses and phone numbers."""
 
     def __init__(self, people: list[Person], vault: Vault, message_ids: Iterable[str] = (),
-                 places: Iterable[str] = ()):
+                 places: Iterable[str] = (), allow: Iterable[str] = ()):
         self.vault = vault
         # Message-IDs name hosts and often people; each becomes one opaque id, the same everywhere, so
         # threads and "see <id>" mentions still match after anonymization.
@@ -159,8 +159,17 @@ class Scrubber:
             terms.setdefault(_strip_accents(k), v)
         self.terms = {k.casefold(): v for k, v in terms.items() if k.strip()}
         self.known_emails = {e.casefold(): vault.pseudonyms[p.person_id].email for p in people for e in p.emails}
+        self.domains = company_domains(people, vault, allow)
+        self.fake_domains = set(self.domains.values())
+        dom = "|".join(re.escape(d) for d in sorted(self.domains, key=lambda d: (-len(d), d)))
+        # A company host name anywhere (jira.acme-corp.example, a URL, a mail address) keeps its sub-domain
+        # and gets the dataset's fake domain, so links still look like links of one company.
+        self._domains = re.compile(rf"(?<![\w-])((?:[a-z0-9-]+\.)*)({dom})(?![\w-]|\.[a-z])", re.IGNORECASE) \
+            if dom else None
         alternation = "|".join(re.escape(k) for k in sorted(self.terms, key=lambda s: (-len(s), s)))
-        self._known = re.compile(rf"(?<![\w@.])(?:{alternation})(?![\w@])", re.IGNORECASE) if terms else None
+        # Not inside a host name or an address: "kent-family.net" is a domain, not Kent.
+        self._known = re.compile(rf"(?<![\w@.-])(?:{alternation})(?![\w@-]|\.\w)", re.IGNORECASE) \
+            if terms else None
 
     def __call__(self, text: str | None) -> str | None:
         if not text:
@@ -170,6 +179,8 @@ class Scrubber:
             text = MESSAGE_ID.sub(lambda m: f"<{self.message_ids.get(m.group(1), m.group(1))}>", text)
         if self._known is not None:
             text = self._known.sub(lambda m: self.terms.get(m.group(0).casefold(), "[PERSON]"), text)
+        if self._domains is not None:
+            text = self._domains.sub(lambda m: m.group(1) + self.domains[m.group(2).casefold()], text)
         return self.patterns(text)
 
     def patterns(self, text: str) -> str:
@@ -202,9 +213,34 @@ class Scrubber:
         known = self.known_emails.get(address.casefold())
         if known:
             return known
-        if address.casefold().endswith((f"@{self.vault.domain}", "@message-id.invalid", "@redacted.example")):
-            return address  # already a pseudonym (a second pass must not change it)
+        if address.casefold().endswith((f"@{self.vault.domain}", "@message-id.invalid", "@redacted.example")) \
+                or address.split("@")[-1].casefold() in self.fake_domains:
+            return address  # already a pseudonym (a second pass must not change it), or a role address
+
         return f"person-{content_hash('email', self.vault.salt, address.casefold())[:8]}@redacted.example"
+
+
+PUBLIC_MAIL = frozenset("""
+    gmail.com googlemail.com yahoo.com yahoo.co.uk hotmail.com outlook.com live.com msn.com icloud.com
+    me.com mac.com aol.com proton.me protonmail.com pm.me gmx.de gmx.net gmx.com web.de mail.com
+    yandex.ru yandex.com qq.com 163.com 126.com fastmail.com zoho.com hey.com users.noreply.github.com
+    example.com example.org example.net
+""".split())
+
+
+def company_domains(people: list[Person], vault: Vault, allow: Iterable[str] = ()) -> dict[str, str]:
+    """Real mail domains of known people -> fake ones: the most used becomes the vault's domain, the
+    others `org-<hash>.example`. Public webmail and allow-listed domains are kept as they are."""
+    keep = PUBLIC_MAIL | {a.casefold() for a in allow}
+    counts: dict[str, int] = {}
+    for p in people:
+        for e in p.emails:
+            d = e.rsplit("@", 1)[-1].casefold()
+            if d and "." in d and d not in keep and not d.endswith(".invalid"):
+                counts[d] = counts.get(d, 0) + 1
+    ranked = sorted(counts, key=lambda d: (-counts[d], d))
+    return {d: vault.domain if i == 0 else f"org-{content_hash('domain', vault.salt, d)[:6]}.example"
+            for i, d in enumerate(ranked)}
 
 
 def _strip_accents(text: str) -> str:
@@ -217,7 +253,7 @@ class Anonymizer:
     """Pseudonymizes whole events and git identities for one dataset."""
 
     def __init__(self, identities: Iterable[Identity], vault: Vault, message_ids: Iterable[str] = (),
-                 outsiders: Iterable[str] = (), places: Iterable[str] = ()):
+                 outsiders: Iterable[str] = (), places: Iterable[str] = (), allow: Iterable[str] = ()):
         """`outsiders`: full names NER found that no identity carries (customers, family members); each
         becomes a pseudonymous person of its own, consistent across the dataset."""
         identities = list(identities)
@@ -227,7 +263,7 @@ class Anonymizer:
                           for n in sorted(set(outsiders)) if fold(n) not in known]
         vault.assign(self.people + self.outsiders)
         self.vault = vault
-        self.scrub = Scrubber(self.people + self.outsiders, vault, message_ids, places)
+        self.scrub = Scrubber(self.people + self.outsiders, vault, message_ids, places, allow)
         self.person_of = {i.handle: i.person_id for i in identities}
 
     def pseudonym(self, handle: str | None) -> Pseudonym | None:

@@ -3,8 +3,9 @@
 Invariants:
 - Input is the structured people of raw events (`Event.actor`, `Event.attrs["people"]`), never free text.
 - Two handles merge only on strong evidence: the same e-mail address, or the same full name (two or
-  more words, after case/accent folding) when no source has two different accounts under that name
-  (then it is ambiguous and left unmerged, with the reason kept as evidence).
+  more words, after case/accent folding) held by exactly one directory account (Jira, Slack, GitHub),
+  which anchors every git author or mail sender of that name. Two accounts under one name, or a name
+  with no account, merge nothing: ambiguous, and the reason is kept as evidence.
 - A person's id is a hash of the dataset and its smallest handle, so it is stable across re-runs.
 - Every merge keeps its evidence (`Identity.evidence`).
 """
@@ -18,6 +19,9 @@ from dataclasses import dataclass, field
 
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Identity
+
+
+DIRECTORY_SOURCES = {"jira", "slack", "github"}
 
 
 def fold(text: str | None) -> str:
@@ -101,19 +105,23 @@ def resolve(dataset: str, events: Iterable[Event]) -> list[Identity]:
             if len(n.split()) >= 2:
                 by_name[n].append(h.handle)
     for name, hs in sorted(by_name.items()):
-        # Two accounts of one source under one name are two people (two Jira users called Alex Smith):
-        # ambiguous, so not merged silently. One per source (a Jira account, a git author) is one person.
-        per_source: dict[str, set[str]] = defaultdict(set)
-        for x in hs:
-            per_source[handles[x].source].add(uf.find(x))
-        if any(len(clusters) > 1 for clusters in per_source.values()):
-            for x in hs:
-                evidence[x].append(f"name '{name}' is used by several {handles[x].source} accounts: not merged")
+        # Accounts of a directory (Jira, Slack, GitHub users) are distinct people by construction: a name
+        # held by two of them is ambiguous and merges nothing. Observed identities (git authors, mail
+        # senders) join the one account that carries their full name; with no account to anchor them,
+        # a shared name alone is not enough.
+        anchors = sorted({uf.find(x) for x in hs if handles[x].source in DIRECTORY_SOURCES})
+        if len(anchors) != 1:
+            if len({uf.find(x) for x in hs}) > 1:
+                why = (f"several {'/'.join(sorted({handles[x].source for x in hs}))} accounts" if anchors
+                       else "no account to anchor it")
+                for x in hs:
+                    evidence[x].append(f"name '{name}' shared, {why}: not merged")
             continue
-        for other in hs[1:]:
-            if uf.find(other) != uf.find(hs[0]):
-                uf.union(hs[0], other)
-                evidence[other].append(f"same full name as {hs[0]}")
+        anchor = next(x for x in sorted(hs) if uf.find(x) == anchors[0])
+        for other in hs:
+            if uf.find(other) != uf.find(anchor):
+                uf.union(anchor, other)
+                evidence[other].append(f"same full name as {anchor}")
 
     groups: dict[str, list[str]] = defaultdict(list)
     for h in handles:

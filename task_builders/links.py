@@ -90,6 +90,7 @@ def find_links(events: Iterable[Event]) -> list[Link]:
             for m in KEY.finditer(bare):
                 add(ev, issues.get(m.group(1)), "jira_key", m.group(1))
             for m in HEX.finditer(bare):
-                if any(c.isalpha() for c in m.group(1)) or len(m.group(1)) >= 12:  # not a plain number
-                    add(ev, commits.resolve(m.group(1)), "commit", m.group(1))
+                # An all-digit run links only if it resolves to exactly one commit too: a random 7-digit
+                # number is a prefix of one of N commits with probability N / 16^7.
+                add(ev, commits.resolve(m.group(1)), "commit", m.group(1))
     return sorted(out.values(), key=lambda link: link.link_id)

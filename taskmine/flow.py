@@ -138,7 +138,8 @@ def anonymizer(store: Store, dataset: str, with_message_ids: bool = False) -> An
     ids = message_ids(store.iter("events", dataset)) if with_message_ids else ()
     f = entities_path(store, dataset)
     found = json.loads(f.read_text()) if f.exists() else {}
-    a = Anonymizer(store.read("identities", dataset), vault, ids, found.get("outsiders", ()), found.get("places", ()))
+    a = Anonymizer(store.read("identities", dataset), vault, ids, found.get("outsiders", ()),
+                   found.get("places", ()), found.get("allow", ()))
     vault.save()
     return a
 
@@ -155,7 +156,8 @@ def find_entities(store: Store, dataset: str, config: DatasetConfig) -> str:
     places = [p for p in places if not {identity.fold(w) for w in p.split()} & known]
     f = entities_path(store, dataset)
     f.parent.mkdir(parents=True, exist_ok=True)
-    f.write_text(json.dumps({"ner": status, "outsiders": outsiders, "places": places}, indent=1))
+    f.write_text(json.dumps({"ner": status, "outsiders": outsiders, "places": places,
+                             "allow": list(config.allow)}, indent=1))
     return status
 
 
