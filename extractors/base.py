@@ -135,6 +135,7 @@ def _load_builtins() -> None:
     # Importing the modules runs their @register_extractor decorators.
     from extractors import git as _git  # noqa: F401
     from extractors import github as _github  # noqa: F401
+    from extractors import email as _email  # noqa: F401
     from extractors import jira as _jira  # noqa: F401
     from extractors import slack as _slack  # noqa: F401
     # scaffold: new built-in extractors are imported above this line

@@ -3,9 +3,11 @@
 Format followed: the output of `git log` (git >= 2.20) with `-z`, a custom `--format`, `--raw` and `-p`
 (git-log(1) "PRETTY FORMATS" and "RAW OUTPUT FORMAT": with -z an entry is
 `:<mode> <mode> <sha> <sha> <status>\0<path>\0`, `<old>\0<new>\0` for a rename or copy). Each commit is
-printed as `\0\x1eTMC\x1f<fields separated by \x1f, the raw message last>\0`, then `\n` + raw entries +
+printed as `\0\0\x1eTMC\x1f<fields separated by \0\x1f, the raw message last>\0`, then `\n` + raw entries +
 `\0` + the patch, one `diff --git` section per raw entry, in the same order. NUL cannot occur in a commit
-message, a path or a text patch (git shows files with NUL as binary), so `\0\x1eTMC\x1f` delimits commits.
+message, a name, a path or a text patch (git shows files with NUL as binary), and two NULs in a row only
+end the raw entries (before `diff --git`), so `\0\0\x1eTMC\x1f` delimits commits and `\0\x1f` the fields:
+a path, a name or a message may hold any other bytes, `\x1eTMC\x1f` and \x1f included.
 
 Invariants:
 - One `git log` process per repository, read incrementally; memory is bounded by one commit's
@@ -38,11 +40,11 @@ from typing import ClassVar
 
 from extractors.base import Extractor, ExtractorConfig, Row, register_extractor
 
-SEP = b"\0\x1eTMC\x1f"
-# sha, parents, author name/email/date, committer name/email/date/epoch, refs, raw message (last: it may
-# contain \x1f, so the header is split at most len(FIELDS)-1 times).
+SEP = b"\0\0\x1eTMC\x1f"
+FIELD_SEP = b"\0\x1f"
+# sha, parents, author name/email/date, committer name/email/date/epoch, refs, raw message.
 FIELDS = ("%H", "%P", "%an", "%ae", "%aI", "%cn", "%ce", "%cI", "%ct", "%D", "%B")
-FORMAT = "%x00%x1eTMC%x1f" + "%x1f".join(FIELDS)
+FORMAT = "%x00%x00%x1eTMC%x1f" + "%x00%x1f".join(FIELDS)
 REVS = ["--exclude=refs/notes/*", "--exclude=refs/stash", "--all"]
 COUNT_SLACK = 16 * 1024 * 1024  # patch bytes read past the cap, only to count added/deleted lines
 CHUNK = 1 << 20
@@ -203,14 +205,13 @@ class GitExtractor(Extractor):
         except GitError as e:
             failure = str(e)
         # The pass stopped at a commit git could not show: list every commit, show the rest one by one.
-        try:
-            shas = subprocess.run(_git(gdir, "rev-list", *REVS), capture_output=True, env=_env(),
-                                  check=True).stdout.decode("ascii", "replace").split()
-        except subprocess.CalledProcessError as e:
+        # rev-list stops too at a commit whose own object is unreadable (its ancestors cannot be found
+        # from there); the commits it listed before that are still shown.
+        listed = subprocess.run(_git(gdir, "rev-list", *REVS), capture_output=True, env=_env())
+        if listed.returncode:
             yield self.quarantine(file=name, error_class="git_error", message=f"git log failed: {failure}; "
-                                  f"git rev-list failed: {_first_line(e.stderr)}")
-            return
-        for sha in shas:
+                                  f"git rev-list failed: {_first_line(listed.stderr)}")
+        for sha in listed.stdout.decode("ascii", "replace").split():
             if sha in seen:
                 continue
             try:
@@ -266,11 +267,11 @@ class GitExtractor(Extractor):
 
 
 def _parse(raw: bytes, size: int, cap: int) -> dict:
-    end = raw.find(b"\0")
-    header, bad = _decode(raw if end < 0 else raw[:end])
-    sha, parents, an, ae, ad, cn, ce, cd, ct, refs, message = (header.split("\x1f", len(FIELDS) - 1)
-                                                              + [""] * len(FIELDS))[:len(FIELDS)]
-    rest = raw[end + 1:] if end >= 0 else b""
+    *header, last = (raw.split(FIELD_SEP, len(FIELDS) - 1) + [b""] * len(FIELDS))[:len(FIELDS)]
+    message, _, rest = last.partition(b"\0")
+    decoded = [_decode(field) for field in (*header, message)]
+    sha, parents, an, ae, ad, cn, ce, cd, ct, refs, message = (text for text, _ in decoded)
+    bad = any(replaced for _, replaced in decoded)
     entries, start = _raw_entries(rest)
     patch, complete = rest[start:], size == len(raw)
     files = []

@@ -17,8 +17,9 @@ Invariants:
   the document, after everything before it has been yielded.
 - Separators between elements are read leniently: a missing or doubled comma is not an error, since
   every element is still delimited by its own brackets.
-- Invalid UTF-8 inside an item is decoded with U+FFFD replacements and flagged (`encoding_error`),
-  not dropped.
+- Invalid UTF-8 inside an item (an encoded surrogate included) and an unpaired surrogate escape
+  ("\\ud800", which names no character) are decoded as U+FFFD and flagged (`encoding_error`), not
+  dropped: every string read can be written out as UTF-8.
 """
 
 from __future__ import annotations
@@ -35,7 +36,13 @@ EXCERPT = 512
 _WS = re.compile(rb"[ \t\r\n]*")
 _STRUCT = re.compile(rb'[\[\]{}"]')
 _STR_BODY = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)  # a string's body up to its closing quote
-_SCALAR = re.compile(rb"[^,\]}\s]+")
+_SCALAR = re.compile(rb"[^,\]} \t\r\n]*")  # up to a delimiter or JSON whitespace (\f, \v are not)
+_STRAY = re.compile(rb'[^,\]{[" \t\r\n]*')  # a stray '}' or ':' in an array, up to where an element may start
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+# JSON escapes, matched left to right (so in "\\\\ud800" the escape is the backslash): a surrogate pair, a
+# lone surrogate (group 1), any other.
+_ESCAPE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+                     rb"|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})|\\.", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -97,22 +104,21 @@ class _Reader:
         excerpt = bytes(self.buf[max(at - self.base, 0):][:EXCERPT])
         return _Stop(JsonItem(at, error_class=error_class, message=message, excerpt=excerpt))
 
-    def scan(self, cap: int) -> bytes | None:
+    def scan(self, cap: int, scalar_end: re.Pattern = _SCALAR) -> bytes | None:
         """Consume the value at `pos` and return its bytes, or None when it is larger than `cap`
         (it is then skipped without being kept). Raises `_Stop` when the file ends inside it."""
         start, kept, origin = self.pos, True, self.offset()
         first = self.buf[start]
-        if first not in b'{["':
-            while True:  # a number or literal: tiny, rescanned from its start until delimited
-                m = _SCALAR.match(self.buf, start)
-                if m is None:
-                    raise self.stop("json_decode", f"unexpected character {chr(first)!r}")
-                if m.end() < len(self.buf) or not self.fill():
-                    self.pos = m.end()
-                    return bytes(self.buf[start:self.pos])
+        scalar = first not in b'{["'  # a number or literal; or junk, as long as a line, capped like the rest
+        if scalar and scalar_end.match(self.buf, start).end() == start:
+            raise self.stop("json_decode", f"unexpected character {chr(first)!r}")
         depth, in_str, i = 0, first == ord('"'), start + (first == ord('"'))
         while True:
-            if in_str:
+            if scalar:
+                i = scalar_end.match(self.buf, i).end()
+                if i < len(self.buf):
+                    break
+            elif in_str:
                 j = _STR_BODY.match(self.buf, i).end()
                 if j < len(self.buf) and self.buf[j] == 0x22:
                     i, in_str = j + 1, False
@@ -141,26 +147,34 @@ class _Reader:
                 del self.buf[:i]
                 start = i = 0
             if not self.fill():
+                if scalar:
+                    break
                 raise self.stop("truncated", "the file ends inside a JSON value (cut download?)", origin)
         self.pos = i
         return bytes(self.buf[start:i]) if kept and i - start <= cap else None
+
+
+def _loads(raw: bytes) -> tuple[Any, bool]:
+    """`json.loads`, text that is not Unicode replaced by U+FFFD: (value, whether anything was replaced).
+    Decoded strictly first: `json.loads(bytes)` lets an encoded surrogate through ("surrogatepass")."""
+    fixed = _ESCAPE.sub(lambda m: b"\\ufffd" if m[1] else m[0], raw) if _SURROGATE.search(raw) else raw
+    try:
+        return json.loads(fixed.decode("utf-8")), fixed != raw
+    except UnicodeDecodeError:
+        return json.loads(fixed.decode("utf-8", "replace")), True
 
 
 def _item(offset: int, raw: bytes | None, cap: int) -> JsonItem:
     if raw is None:
         return JsonItem(offset, error_class="too_large", message=f"record is larger than {cap} bytes")
     try:
-        return JsonItem(offset, json.loads(raw))
+        value, replaced = _loads(raw)
     except RecursionError:
         return JsonItem(offset, error_class="too_deep", message="record is nested too deeply to parse",
                         excerpt=raw[:EXCERPT])
-    except UnicodeDecodeError:
-        try:
-            return JsonItem(offset, json.loads(raw.decode("utf-8", "replace")), encoding_error=True)
-        except ValueError as e:
-            return JsonItem(offset, error_class="json_decode", message=str(e), excerpt=raw[:EXCERPT])
     except ValueError as e:
         return JsonItem(offset, error_class="json_decode", message=str(e), excerpt=raw[:EXCERPT])
+    return JsonItem(offset, value, encoding_error=replaced)
 
 
 def _array(r: _Reader, cap: int) -> Iterator[JsonItem]:
@@ -176,12 +190,13 @@ def _array(r: _Reader, cap: int) -> Iterator[JsonItem]:
         if c == ord(","):
             r.pos += 1
             continue
-        if c in b"}:":
-            yield JsonItem(r.offset(), error_class="json_decode", message=f"unexpected {chr(c)!r} in array",
-                           excerpt=bytes(r.buf[r.pos:r.pos + EXCERPT]))
-            r.pos += 1
-            continue
         offset = r.offset()
+        if c in b"}:":  # one bad element with the junk after it: a run of them is not a row per byte
+            excerpt = bytes(r.buf[r.pos:r.pos + EXCERPT])
+            r.scan(cap, _STRAY)
+            yield JsonItem(offset, error_class="json_decode", message=f"unexpected {chr(c)!r} in array",
+                           excerpt=excerpt)
+            continue
         yield _item(offset, r.scan(cap), cap)
 
 
@@ -189,7 +204,7 @@ def _object(r: _Reader, cap: int, array_keys: tuple[str, ...]) -> Iterator[JsonI
     start = r.offset()
     r.pos += 1  # the '{'
     members: dict[str, Any] = {}
-    container, oversized, bad = False, False, None
+    container, oversized, bad, replaced = False, False, None, False
     while True:
         r.compact()
         c = r.peek()
@@ -204,6 +219,8 @@ def _object(r: _Reader, cap: int, array_keys: tuple[str, ...]) -> Iterator[JsonI
         if c != ord('"'):
             raise r.stop("json_decode", f"expected an object key, found {chr(c)!r}")
         key_item = _item(r.offset(), r.scan(cap), cap)
+        if r.peek() is None:
+            raise r.stop("truncated", "the file ends inside a JSON object (cut download?)")
         if r.peek() != ord(":") or not isinstance(key_item.value, str):
             raise r.stop("json_decode", "expected ':' after an object key")
         r.pos += 1
@@ -225,6 +242,7 @@ def _object(r: _Reader, cap: int, array_keys: tuple[str, ...]) -> Iterator[JsonI
             bad = bad or value
         else:
             members[key] = value.value
+            replaced = replaced or key_item.encoding_error or value.encoding_error
     if container:
         return
     if oversized:
@@ -233,7 +251,7 @@ def _object(r: _Reader, cap: int, array_keys: tuple[str, ...]) -> Iterator[JsonI
         yield JsonItem(start, error_class=bad.error_class, message=f"at byte {bad.offset}: {bad.message}",
                        excerpt=bad.excerpt)
     else:
-        yield JsonItem(start, members)
+        yield JsonItem(start, members, encoding_error=replaced)
 
 
 SMALL_DOCUMENT = 8 << 20
@@ -255,11 +273,12 @@ def _whole_document(f: BinaryIO, array_keys: tuple[str, ...], limit: int) -> Jso
         return None
     offset = 3 if head.startswith(b"\xef\xbb\xbf") else 0
     try:
-        value = json.loads(head[offset:])
+        value, replaced = _loads(head[offset:])
     except (ValueError, RecursionError):
-        value = None
+        value, replaced = None, False
     if isinstance(value, dict) and not any(isinstance(value.get(k), list) for k in array_keys):
-        return JsonItem(start + offset + len(head[offset:]) - len(head[offset:].lstrip()), value)
+        return JsonItem(start + offset + len(head[offset:]) - len(head[offset:].lstrip()), value,
+                        encoding_error=replaced)
     f.seek(start)
     return None
 
