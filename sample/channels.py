@@ -21,6 +21,9 @@ Invariants:
 - Every issue key, SHA, issue/commit URL and Message-ID written in a subject, body or message text is a
   truth link, and every planted PII item has exact offsets (truth schema: company.py); no other text in
   these sources is shaped like an issue key or names a commit.
+- The mails and posts that carry planted identifiers and secrets (planted.plant_channels) are planned after
+  all the others, so adding them changes no subject, body or text of the others (only the running ezmlm
+  numbers in the Return-Path of later mails move).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from email.header import Header
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sample.planted import plant_channels
 from sample.roster import DAY, HOUR, Person, Pii, Text, ascii_fold, fake_phone, mention, working_time
 
 if TYPE_CHECKING:
@@ -197,6 +201,7 @@ class Channels:
         self._builds()
         self._chatter()
         self._reactions()
+        plant_channels(self, c.planter)  # last: the posts and mails above stay as they are
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -280,8 +285,9 @@ class Channels:
 
     def mail(self, lst: str, t: int, sender: Who, subject: str, own: Text, links: Links, *,
              parent: Mail | None = None, quote: bool = True, to: list[str] | None = None,
-             cc: list[str] | None = None, sig: bool = True, **kw: Any) -> Mail:
-        """Assemble the body (own text, quote of the parent with an attribution line, signature) and plan it."""
+             cc: list[str] | None = None, sig: bool | Text = True, **kw: Any) -> Mail:
+        """Assemble the body (own text, quote of the parent with an attribution line, signature: the sender's
+        usual one, or `sig` when it is a Text) and plan it."""
         body, own_links = Text(), [link for link in links if link[0] == "body"]
         if parent is not None and quote:
             links = links + parent.own_links
@@ -298,7 +304,7 @@ class Channels:
         else:
             body.extend(own)
         if sig:
-            body.extend(self.signature(sender))
+            body.extend(sig if isinstance(sig, Text) else self.signature(sender))
         body.add("\n")
         if parent is not None:  # "Re: " + the thread's subject, and so the keys that subject names
             subject = f"Re: {parent.root.subject}"

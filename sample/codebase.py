@@ -158,6 +158,7 @@ class Codebase:
     tests: dict[str, list[Fn]] = field(default_factory=dict)  # module -> tested functions in order
     version: str = "0.1.0"
     docs: list[str] = field(default_factory=list)
+    extra: dict[str, str | None] = field(default_factory=dict)  # files outside the package; None: deleted
 
     def paths(self) -> list[str]:
         mods = sorted(self.modules)
@@ -180,10 +181,19 @@ class Codebase:
         if op == "doc":
             self.docs.append(f"- `{self.pkg}.{arg.module}.{arg.name}`: {arg.sub(arg.bug.doc)}")
             return {"README.md"}
+        if op == "put":  # arg: (path, content)
+            self.extra[arg[0]] = str(arg[1])
+            return {arg[0]}
+        if op == "drop":  # arg: path
+            self.extra[arg] = None
+            return {arg}
         raise ValueError(f"unknown codebase op {op!r}")
 
-    def render(self, path: str) -> str:
+    def render(self, path: str) -> str | None:
+        """The file's content in this state; None for a file that was deleted."""
         pkg = self.pkg
+        if path in self.extra:
+            return self.extra[path]
         if path == "README.md":
             notes = "".join(f"{line}\n" for line in self.docs)
             return (f"# {pkg}\n\nInternal helpers of {self.title}.\n\nRun the tests with "

@@ -16,24 +16,39 @@ Invariants:
   dataset) gives byte-identical Jira files, mail and Slack files and truth file, and identical commit SHAs.
   Mail and Slack draw from their own stream, `random.Random(f"{seed}-channels")`, after Jira and git are
   rendered, so they never change a Jira file or a SHA.
+- Planted identifiers and secrets (planted.py) draw from a third stream, seeded by one draw from the main
+  one once the plan is complete. They are appended to existing Jira descriptions and comments (no other
+  Jira field changes), written into new mails and Slack posts, and committed in commits appended after
+  every planned commit: the SHAs of the planned history are the same with or without them.
 - Timelines are coherent per issue: created < triage < In Progress < fixing commits < resolutiondate;
   the buggy function an issue describes exists in the repository before the issue is filed.
 - Changelog `from` values are the values as filed, so replaying the changelog from the end state
   recovers the issue as filed; triage changes only type, priority, components and assignee.
-- Every planted PII item is recorded with exact offsets into the string at its location; fixing commits
+- Every planted PII item and secret is recorded with exact offsets into the string at its location; fixing commits
   name their issue key(s) and no other commit message contains anything shaped like an issue key.
 
-Truth schema "taskmine.sample.truth/2" (a JSON object; /2 adds the last six keys and the mail/Slack
-locations of "pii" to /1):
+Truth schema "taskmine.sample.truth/3" (a JSON object; /2 added the last six keys and the mail/Slack
+locations of "pii" to /1; /3 adds the structured-identifier and secret types and the commit:<sha>:diff
+location of "pii", and the commit kinds "config" and "cleanup"):
     schema, dataset, seed, scale
     offsets      how "pii" offsets and locations are defined (the OFFSETS text below)
     people       per roster person: name, first_name, email, role, timezone, jira account, git identities,
                  handles (jira + every git identity, used or not)
     issues       per issue: key, file + JSON pointer, as filed, triage (or untriaged_reason), duplicate_of,
                  fix_version, function, fixing_commits
-    commits      per commit: sha, parents, kind, fixes (keys), subject, author, date
-    pii          {type: name|first_name|email|phone|username, value, person: Jira name | null (outsider),
-                  file, location, start, end}
+    commits      per commit: sha, parents, kind (initial|add|fix|test|followup|feature|merge|bump|doc, and
+                 config|cleanup: a settings file with secrets committed, then deleted), fixes (keys), subject,
+                 author, date
+    pii          {type, value, person: Jira name | null (outsiders, secrets), file, location, [path,] start, end}
+                 type: name|first_name|email|phone|username (people), ip|postal_address|url_personal|
+                 credit_card|iban|us_ssn (structured identifiers), secret:<kind> with kind private_key|
+                 aws_access_key_id|aws_secret_key|github_token|slack_token|google_api_key|stripe_key|jwt|
+                 url_password|connection_string|password (task_builders/pii.py's kinds); value is the span
+                 pii.find reports: a whole profile URL but only the user name of a /home/<user>/ path, only the
+                 password of a URL or connection string, the value of a password assignment, the whole
+                 BEGIN..END block of a private key; it may span lines (private key, multi-line address).
+                 file: for commit locations the repository folder (acme/repo); path: only for
+                 commit:<sha>:diff, the file inside the repository
     sources      {"mail": [{list, address, file, messages}],
                   "slack": {dir, team_id, users, bot: {user_id, bot_id, name},
                             channels: [{id, name, messages}], messages}}
@@ -71,6 +86,7 @@ from typing import Any
 from sample.channels import write_channels
 from sample.codebase import Codebase, Fn, feature_files, new_fn
 from sample.gitstream import GitCommit, build_repo
+from sample.planted import Planter, leak_commits, plant_jira
 from sample.roster import (DAY, HOUR, Outsider, Person, Pii, Text, make_outsiders, make_roster, mention,
                            working_time)
 
@@ -99,10 +115,13 @@ FEATURES = (("csv_report", "CSV report"), ("audit_log", "audit log"), ("rate_lim
             ("webhook", "webhook"), ("metrics", "metrics"), ("export", "export"))
 ISSUES_PER_SCALE = {"CORE": 12, "WEB": 4}
 PAGE_SIZE = 50
-TRUTH_SCHEMA = "taskmine.sample.truth/2"
+TRUTH_SCHEMA = "taskmine.sample.truth/3"
 OFFSETS = ("start/end are Python str indices (Unicode code points) into the string at `location`; `file` is "
            "relative to the output directory. Locations: a JSON pointer into a Jira file; "
-           "commit:<sha>:message = the raw commit message; mbox:<Message-ID>:body = the decoded body of that "
+           "commit:<sha>:message = the raw commit message; commit:<sha>:diff = the content, decoded as UTF-8, of "
+           "the file `path` as that commit adds it (`git show <sha>:<path>`, all of it on the + side of the "
+           "commit's diff; a later commit deletes the file, so it is only in the history); "
+           "mbox:<Message-ID>:body = the decoded body of that "
            "message (the first text/plain part, else the first text/html part; Content-Transfer-Encoding undone, "
            "decoded as its charset, as email.message.Message.get_content() returns it; mboxo '>From ' escapes "
            "kept as stored); slack:<channel>/<YYYY-MM-DD>.json:<ts>:text = the parsed `text` of the message "
@@ -272,7 +291,8 @@ class Plan:
 class _Company:
     """Plans the whole company in the constructor (only rng draws), then renders files on request."""
 
-    def __init__(self, rng: random.Random, scale: int, dataset: str):
+    def __init__(self, rng: random.Random, scale: int, dataset: str, plant: bool = True):
+        """`plant=False` leaves out the planted identifiers and secrets (tests compare the two)."""
         self.rng, self.scale, self.dataset = rng, scale, dataset
         self.title = f"{dataset.replace('_', ' ').title()} Corp"
         self.domain = f"{dataset.replace('_', '-')}-corp.example"
@@ -300,6 +320,11 @@ class _Company:
         self._plan_docs()
         self.search_pages = 0
         self.shas: dict[int, str] = {}  # commit mark -> SHA, once `write` built the repository
+        # Planted identifiers and secrets (planted.py) come last, from their own stream: the plan above is final.
+        self.planter = Planter(random.Random(rng.getrandbits(64)), self.domain)
+        if plant:
+            plant_jira(self, self.planter)
+            self._plan_leaks()
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -576,8 +601,9 @@ class _Company:
 
     # -- commits --------------------------------------------------------------------------------
 
-    def _plan(self, t: int, person: Person, message: Text, kind: str, ops: list, feature=None) -> Plan:
-        plan = Plan(t, person, person.git_identity(self.rng), message, kind, ops, feature=feature,
+    def _plan(self, t: int, person: Person, message: Text, kind: str, ops: list, feature=None,
+              rng: random.Random | None = None) -> Plan:
+        plan = Plan(t, person, person.git_identity(rng or self.rng), message, kind, ops, feature=feature,
                     seq=len(self.plans))
         self.plans.append(plan)
         return plan
@@ -611,6 +637,22 @@ class _Company:
             self._plan(t2, dev, Text().add("Add tests for the {t} module", t=title), "feature", [("feature", 1)], feat)
             merge = Text().add("Merge branch 'feature/{s}'", s=slug)
             self._plan(self.snap(t2 + self.hours(2, 48), lead), lead, merge, "merge", [], feat)
+
+    def _plan_leaks(self) -> None:
+        """Per scale unit a developer commits a settings file full of secrets and deletes it in the next commit.
+
+        Both come after every other commit, so the SHAs of the planned history stay what they are without
+        them; the file is then only in the history (truth location commit:<sha>:diff)."""
+        p = self.planter
+        devs = [x for x in self.people if x.role == "dev"] or self.people
+        t = max(plan.t for plan in self.plans)
+        for n in range(self.scale):
+            path, body, add, drop = leak_commits(p, n, self.title)
+            dev = p.rng.choice(devs)
+            t = working_time(p.rng, t + int(p.rng.uniform(2, 48) * HOUR), dev.offset)
+            self._plan(t, dev, add, "config", [("put", (path, body))], rng=p.rng)
+            t = working_time(p.rng, t + int(p.rng.uniform(0.2, 3) * HOUR), dev.offset)
+            self._plan(t, dev, drop, "cleanup", [("drop", path)], rng=p.rng)
 
     def _plan_bumps(self) -> list[tuple[str, int]]:
         """A release every ~2 weeks until after the last resolution; fixed issues get the next one."""
@@ -736,6 +778,7 @@ class _Company:
         for c in commits:
             plan, sha = self.by_mark[c.mark], shas[c.mark]
             pii.append(plan.message.truth(repo, f"commit:{sha}:message"))
+            pii += [arg[1].truth(repo, f"commit:{sha}:diff", path=arg[0]) for op, arg in plan.ops if op == "put"]
             commit_truth.append({
                 "sha": sha, "parents": [shas[m] for m in (c.parent, c.merge) if m is not None],
                 "kind": plan.kind, "fixes": [i.key for i in plan.fixes], "subject": c.message.split("\n")[0],

@@ -1,7 +1,7 @@
 """Build a git repository in one `git fast-import` run.
 
 Format followed: git-fast-import(1) ("commit", "mark", "author"/"committer" with raw `<epoch> <+hhmm>`
-dates, exact-byte-count "data", "from", "merge", "M 100644 inline", "done").
+dates, exact-byte-count "data", "from", "merge", "M 100644 inline", "D", "done").
 
 Invariants:
 - Commit SHAs depend only on the stream (names, e-mails, dates, zones, messages, trees, parents), so the
@@ -28,7 +28,7 @@ class GitCommit:
     message: str
     parent: int | None
     merge: int | None = None
-    files: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str | None] = field(default_factory=dict)  # path -> content; None deletes the file
 
 
 def _data(text: str) -> bytes:
@@ -48,7 +48,9 @@ def fast_import_stream(commits: list[GitCommit]) -> bytes:
         if c.merge is not None:
             out.append(f"merge :{c.merge}\n".encode())
         for path in sorted(c.files):
-            out.append(f"M 100644 inline {path}\n".encode() + _data(c.files[path]))
+            content = c.files[path]
+            out.append(f"D {path}\n".encode() if content is None
+                       else f"M 100644 inline {path}\n".encode() + _data(content))
         out.append(b"\n")
     out.append(b"done\n")
     return b"".join(out)

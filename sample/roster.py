@@ -77,9 +77,9 @@ class Outsider:
 
 @dataclass(frozen=True)
 class Pii:
-    type: str  # name | first_name | email | phone | username
+    type: str  # name | first_name | email | phone | username, or a planted.py type (ip, ..., secret:<kind>)
     value: str
-    person: str | None = None  # Jira username of a roster person; None for outsiders
+    person: str | None = None  # Jira username of a roster person; None for outsiders and for secrets
 
 
 def make_roster(rng: random.Random, n: int, domain: str) -> list[Person]:
@@ -180,7 +180,10 @@ class Text:
 
     def extend(self, other: Text, prefix: str = "") -> Text:
         """Append `other` with each line prefixed (a "> " mail quote; empty lines get the prefix stripped),
-        keeping its planted items at their shifted offsets. Planted items never span a line break."""
+        keeping its planted items at their shifted offsets. An item that spans a line break (a private key,
+        a multi-line address) cannot be quoted: the prefix would change its value."""
+        if prefix and any("\n" in pii.value for pii, _, _ in other.spans):
+            raise ValueError("a planted item spans a line break; it cannot be quoted with a prefix")
         lines, starts, old = str(other).split("\n"), [], 0
         for n, line in enumerate(lines):
             starts.append((old, self.size + len(prefix)))
@@ -195,10 +198,12 @@ class Text:
         self.parts.append(s)
         self.size += len(s)
 
-    def truth(self, file: str, location: str) -> list[dict]:
-        """The planted items as ground-truth records: exact [start, end) offsets into str(self)."""
+    def truth(self, file: str, location: str, path: str | None = None) -> list[dict]:
+        """The planted items as ground-truth records: exact [start, end) offsets into str(self); `path` (a file
+        inside the repository, for commit:<sha>:diff locations) is added only when given."""
+        extra = {} if path is None else {"path": path}
         return [{"type": x.type, "value": x.value, "person": x.person, "file": file, "location": location,
-                 "start": start, "end": end} for x, start, end in self.spans]
+                 **extra, "start": start, "end": end} for x, start, end in self.spans]
 
     def __str__(self) -> str:
         return "".join(self.parts)

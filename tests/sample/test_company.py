@@ -221,7 +221,8 @@ def test_every_pii_offset_is_exact(out, repo, truth):
         if item["location"].startswith(("mbox:", "slack:")):
             continue  # mail and Slack offsets: tests/sample/test_channels.py
         if item["location"].startswith("commit:"):
-            text = message(repo, item["location"].split(":")[1])
+            _, sha, what = item["location"].split(":")
+            text = git(repo, "show", f"{sha}:{item['path']}") if what == "diff" else message(repo, sha)
         else:
             doc = docs.setdefault(item["file"], load(out, item["file"]))
             text = resolve(doc, item["location"])
