@@ -258,9 +258,16 @@ class Anonymizer:
         becomes a pseudonymous person of its own, consistent across the dataset."""
         identities = list(identities)
         self.people = persons(identities)
-        known = {fold(n) for p in self.people for n in p.names}
+        known = {fold(n) for p in self.people for n in p.names if len(n.split()) >= 2}
+        # NER spans run over ("Jordan Ames Customer Co"): a name that extends a known or shorter found
+        # name is the same person, and keeping both would make the first name look ambiguous.
+        kept: list[str] = []
+        for n in sorted({fold(n): n for n in outsiders}.values(), key=lambda n: (len(n.split()), n)):
+            words = fold(n).split()
+            if not any(words[:len(k.split())] == k.split() for k in known | {fold(x) for x in kept}):
+                kept.append(n)
         self.outsiders = [Person("x_" + content_hash("outsider", fold(n))[:16], (), (n,), (), ())
-                          for n in sorted(set(outsiders)) if fold(n) not in known]
+                          for n in sorted(kept)]
         vault.assign(self.people + self.outsiders)
         self.vault = vault
         self.scrub = Scrubber(self.people + self.outsiders, vault, message_ids, places, allow)

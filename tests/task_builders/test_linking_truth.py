@@ -49,7 +49,7 @@ def test_links_precision_and_recall(linked):
     for kind, (p, r, w, g) in per_kind.items():
         print(f"{kind:<12} {p:>9.3f} {r:>7.3f} {w:>6} {g:>6}")
     assert per_kind["jira_key"][0] == 1.0 and per_kind["commit"][0] == 1.0  # the bar: no false link
-    for kind, (p, r, w, _) in per_kind.items():
+    for kind, (p, r, _, _) in per_kind.items():
         assert r >= 0.95, f"{kind}: recall {r:.3f}"
         assert p >= 0.95, f"{kind}: precision {p:.3f}"
 

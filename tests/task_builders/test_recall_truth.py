@@ -1,0 +1,51 @@
+"""Anonymization recall on every PII item and secret planted in the sample company (its truth file):
+a planted value must not survive anywhere in the anonymized events or the rewritten git history."""
+
+import json
+import re
+import subprocess
+from collections import Counter
+
+import pytest
+
+from task_builders.config import DatasetConfig
+from taskmine import flow
+from warehouse.store import Store
+
+NAMES = {"name", "first_name", "username"}
+
+
+@pytest.fixture(scope="module")
+def recall(sample_company, tmp_path_factory):
+    store = Store(tmp_path_factory.mktemp("recall") / "home")
+    ds, src = "acme", sample_company / "acme"
+    flow.ingest(store, ds, src, "r1")
+    flow.identities(store, ds)
+    flow.anonymize(store, ds, src, DatasetConfig())  # with the real spaCy NER
+    texts = [json.dumps(e.to_row(), ensure_ascii=False, default=str) for e in store.iter("anonymized_events", ds)]
+    for repo in (store.worlds(ds) / "repos").glob("*.git"):
+        texts.append(subprocess.run(["git", "-C", str(repo), "log", "--all", "-p", "--format=%an %ae%n%B"],
+                                    capture_output=True, text=True, errors="replace").stdout)
+    corpus = "\n".join(texts)
+    truth = json.loads((sample_company / ".truth" / "acme.json").read_text())
+    caught, total = Counter(), Counter()
+    for item in truth["pii"]:
+        kind = item["type"]
+        total[kind] += 1
+        value = item["value"]
+        pattern = re.escape(value) if not value[:1].isalnum() else rf"(?<![\w@.-]){re.escape(value)}(?![\w@-])"
+        caught[kind] += not re.search(pattern, corpus, re.IGNORECASE)
+    return caught, total
+
+
+def test_recall_per_type(recall):
+    caught, total = recall
+    print("\ntype                         caught/planted  recall")
+    for kind in sorted(total):
+        print(f"{kind:<28} {caught[kind]:>6}/{total[kind]:<7} {caught[kind] / total[kind]:.3f}")
+    names = sum(caught[k] for k in NAMES) / sum(total[k] for k in NAMES)
+    print(f"{'names (all kinds)':<28} {names:.3f}")
+    for kind in total:
+        if kind not in NAMES:
+            assert caught[kind] == total[kind], f"{kind}: {total[kind] - caught[kind]} planted values survive"
+    assert names >= 0.95
