@@ -161,14 +161,22 @@ class Scrubber:
         self.known_emails = {e.casefold(): vault.pseudonyms[p.person_id].email for p in people for e in p.emails}
         self.domains = company_domains(people, vault, allow)
         self.fake_domains = set(self.domains.values())
+        for p in people:  # a known address after its domain was mapped still maps to the person's pseudonym
+            for e in p.emails:
+                local, _, domain = e.rpartition("@")
+                if domain.casefold() in self.domains:
+                    mapped = f"{local}@{self.domains[domain.casefold()]}".casefold()
+                    self.terms.setdefault(mapped, vault.pseudonyms[p.person_id].email)
+                    self.known_emails.setdefault(mapped, vault.pseudonyms[p.person_id].email)
         dom = "|".join(re.escape(d) for d in sorted(self.domains, key=lambda d: (-len(d), d)))
         # A company host name anywhere (jira.acme-corp.example, a URL, a mail address) keeps its sub-domain
         # and gets the dataset's fake domain, so links still look like links of one company.
         self._domains = re.compile(rf"(?<![\w-])((?:[a-z0-9-]+\.)*)({dom})(?![\w-]|\.[a-z])", re.IGNORECASE) \
             if dom else None
         alternation = "|".join(re.escape(k) for k in sorted(self.terms, key=lambda s: (-len(s), s)))
-        # Not inside a host name or an address: "kent-family.net" is a domain, not Kent.
-        self._known = re.compile(rf"(?<![\w@.-])(?:{alternation})(?![\w@-]|\.\w)", re.IGNORECASE) \
+        # Not part of a longer word, address or hyphenated name; inside a host name it is replaced
+        # ("jdoe.blog.example"), since company domains were mapped before (see __call__).
+        self._known = re.compile(rf"(?<![\w@-])(?:{alternation})(?![\w@-])", re.IGNORECASE) \
             if terms else None
 
     def __call__(self, text: str | None) -> str | None:
@@ -177,10 +185,10 @@ class Scrubber:
         text = _INVISIBLE.sub("", text)  # zero-width characters inside a name must not hide it
         if self.message_ids and "@" in text:
             text = MESSAGE_ID.sub(lambda m: f"<{self.message_ids.get(m.group(1), m.group(1))}>", text)
-        if self._known is not None:
-            text = self._known.sub(lambda m: self.terms.get(m.group(0).casefold(), "[PERSON]"), text)
         if self._domains is not None:
             text = self._domains.sub(lambda m: m.group(1) + self.domains[m.group(2).casefold()], text)
+        if self._known is not None:
+            text = self._known.sub(lambda m: self.terms.get(m.group(0).casefold(), "[PERSON]"), text)
         return self.patterns(text)
 
     def patterns(self, text: str) -> str:

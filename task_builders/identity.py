@@ -59,8 +59,15 @@ class _UnionFind:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
+ROLE_LOCAL_PARTS = frozenset("noreply no-reply do-not-reply donotreply mailer-daemon postmaster "
+                             "notifications".split())
+
+
 def collect_handles(events: Iterable[Event]) -> dict[str, _Handle]:
+    """Every handle of a person seen in structured fields. A mailing list's own address (its List-Id is
+    `local.domain`) and role senders (noreply, mailer-daemon, ...) are not people and are left out."""
     handles: dict[str, _Handle] = {}
+    list_ids: set[str] = set()
 
     def add(handle, source, name=None, email=None, username=None):
         if not handle:
@@ -74,12 +81,22 @@ def collect_handles(events: Iterable[Event]) -> dict[str, _Handle]:
             h.usernames.add(username.strip())
 
     for ev in events:
+        if isinstance(ev.attrs.get("list_id"), str):
+            list_ids.add(ev.attrs["list_id"].strip("<> ").lower())
         if ev.actor:
             add(ev.actor, ev.source, ev.actor_name)
         for p in ev.attrs.get("people") or []:
             if isinstance(p, dict):
                 add(p.get("handle"), ev.source, p.get("display_name"), p.get("email"), p.get("username"))
-    return handles
+
+    def role(h: _Handle) -> bool:
+        for e in h.emails:
+            local, _, domain = e.partition("@")
+            if f"{local}.{domain}" in list_ids or local in ROLE_LOCAL_PARTS:
+                return True
+        return False
+
+    return {k: h for k, h in handles.items() if not role(h)}
 
 
 def resolve(dataset: str, events: Iterable[Event]) -> list[Identity]:
