@@ -346,7 +346,8 @@ def _text_of(info: _Part, kind: str) -> tuple[str, str | None, str, bool]:
     charset = info.params.get("charset") or None
     raw = _payload_bytes(info.part)
     text, used, fell_back = decode_bytes(raw, charset)
-    if fell_back and text and len(_CTRL.findall(text)) > len(text) // 10:
+    sample = text[:1 << 20] if fell_back else ""  # binary shows in its first MB
+    if sample and len(sample) - len(_CTRL.sub("", sample)) > len(sample) // 10:
         raise Unusable("undecodable", f"the {kind} body is not text in {charset or 'any charset tried'} "
                                       f"(utf-8, cp1252, latin-1): it reads as binary")
     text = text.replace("\r\n", "\n").replace("\r", "\n")

@@ -9,7 +9,9 @@ pipermail's "next part" attachment notes).
 
 Invariants:
 - Pure functions on str, no I/O; they never raise on any input (the HTML converter falls back to
-  dropping tags with a regex when the stdlib parser gives up on a malformed declaration).
+  dropping tags with a regex when the stdlib parser gives up on a malformed declaration), and their
+  time stays linear in the input on hostile text too (stray "<" escaped before html.parser sees them,
+  look-aheads bounded by LOOK_AHEAD lines).
 - `html_to_text` drops script/style/title content, keeps line breaks for block elements and <br>, and
   renders <blockquote> as "> " lines so that `new_text` strips quoted HTML replies like plain ones.
 - `new_text` only removes: it never rewrites a kept line.
@@ -27,7 +29,10 @@ _BLOCK = {"p", "div", "tr", "table", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "
           "body", "html", "tbody", "thead"}
 _WS = re.compile(r"\s+")
 _BLANKS = re.compile(r"\n{3,}")
-_TAG = re.compile(r"<[^>]*>")
+_TAG = re.compile(r"<[^<>]*>")
+# "<" that opens no tag (no ">" before the next "<"): html.parser rescans the rest of the input for
+# each of them, which is quadratic ("<a" * 100000 takes minutes), so they are escaped first
+_STRAY_LT = re.compile(r"<(?![^<>]*>)")
 
 
 class _HtmlText(HTMLParser):
@@ -112,6 +117,7 @@ class _HtmlText(HTMLParser):
 def html_to_text(markup: str) -> str:
     """Readable text of an HTML body (stdlib html.parser; see the module docstring)."""
     parser = _HtmlText()
+    markup = _STRAY_LT.sub("&lt;", markup)
     try:
         parser.feed(markup)
         parser.close()
@@ -133,23 +139,23 @@ def _squeeze(text: str) -> str:
 def unflow(text: str, delsp: bool) -> str:
     """Undo RFC 3676 format=flowed: join soft-broken lines (ending in a space) of one quote depth."""
     out: list[str] = []
-    depth, buf = 0, None
+    depth, para = 0, []  # the pieces of the paragraph being joined (a list: joining stays linear)
     for line in text.split("\n"):
         d = len(line) - len(line.lstrip(">"))
         content = line[d:]
         if content.startswith(" "):
             content = content[1:]  # space-stuffing (and the space after a quote marker)
-        if buf is not None and d != depth:
-            out.append(_quoted(depth, buf))
-            buf = None
-        joined = content if buf is None else buf + content
+        if para and d != depth:
+            out.append(_quoted(depth, "".join(para)))
+            para = []
         if content.endswith(" ") and content != "-- ":
-            buf, depth = (joined[:-1] if delsp else joined), d
+            para.append(content[:-1] if delsp else content)
+            depth = d
         else:
-            out.append(_quoted(d, joined))
-            buf = None
-    if buf is not None:
-        out.append(_quoted(depth, buf))
+            out.append(_quoted(d, "".join(para) + content))
+            para = []
+    if para:
+        out.append(_quoted(depth, "".join(para)))
     return "\n".join(out)
 
 
@@ -177,6 +183,7 @@ _MOBILE = re.compile(r"^(sent from (my |the )?\S.{0,60}|sent (via|with|using) \S
                      r"verzonden (vanaf|met) (mijn )?\S.{0,40}|skickat från min \S.{0,40})$", re.I)
 _ELISION = re.compile(r"^\[(\.\.\.?|…|snip|snipped|cut)\]$", re.I)  # marks a cut in quoted text
 MAX_SIGNATURE_LINES = 15
+LOOK_AHEAD = 200  # lines a test looks past the current one
 # a stripped line any of the above can match starts with one of these marks or words (or ends with ":")
 _CANDIDATE = re.compile(r"(?:--|__|>|\*|\[(?:\.|…|snip|cut)|(from|von|de|da|van|från|fra|sent|get|envoy|enviado|"
                         r"inviato|verzonden|skickat|on|am|le|el|il|op|den)\b)", re.I)
@@ -184,22 +191,21 @@ _CANDIDATE = re.compile(r"(?:--|__|>|\*|\[(?:\.|…|snip|cut)|(from|von|de|da|va
 
 def _next_text(lines: list[str], i: int) -> str | None:
     """The first non-blank line at or after index i, stripped, elision marks ("[...]") passed over
-    as part of a quote; None at the end."""
-    for j in range(i, len(lines)):
+    as part of a quote; None at the end; "" when LOOK_AHEAD lines hold none (hostile input must not
+    make this quadratic)."""
+    for j in range(i, min(len(lines), i + LOOK_AHEAD)):
         s = lines[j].strip()
         if s and not _ELISION.match(s):
             return s
-    return None
+    return None if i + LOOK_AHEAD >= len(lines) else ""
 
 
 def _short_tail(lines: list[str], i: int) -> bool:
-    """Whether at most MAX_SIGNATURE_LINES non-blank lines follow index i (a signature is short)."""
-    count = 0
-    for j in range(i + 1, len(lines)):
-        count += bool(lines[j].strip())
-        if count > MAX_SIGNATURE_LINES:
-            return False
-    return True
+    """Whether at most MAX_SIGNATURE_LINES non-blank lines, and the end within LOOK_AHEAD lines,
+    follow index i (a signature is short)."""
+    if len(lines) - i > LOOK_AHEAD:
+        return False
+    return sum(bool(x.strip()) for x in lines[i + 1:]) <= MAX_SIGNATURE_LINES
 
 
 def _judge(lines: list[str], j: int) -> str:
@@ -259,17 +265,14 @@ def new_text(body: str | None) -> str | None:
 
 # --- subjects ---------------------------------------------------------------------------------------
 
-_SUBJECT_PREFIX = re.compile(r"^\s*(?:(?:re|fwd?|aw|wg|sv|vs|antw|ref|tr|rif|odp|r|res|enc)\s*"
-                             r"(?:\[\d+\]|\(\d+\)|\^\d+)?\s*[:：]|\[[^\]]{0,80}\]|\((?:fwd|fw)\))\s*", re.I)
+# all leading prefixes in one match (stripping them one by one is quadratic on "Re: " * 100000)
+_SUBJECT_PREFIXES = re.compile(r"^(?:\s*(?:(?:re|fwd?|aw|wg|sv|vs|antw|ref|tr|rif|odp|r|res|enc)\s*"
+                               r"(?:\[\d+\]|\(\d+\)|\^\d+)?\s*[:：]|\[[^\]]{0,80}\]|\((?:fwd|fw)\)))+", re.I)
+_SUBJECT_SUFFIX = re.compile(r"\s*\((?:fwd|fw)\)\s*$", re.I)
 
 
 def thread_subject(subject: str | None) -> str:
     """The subject as threads share it: without Re:/Fwd:/AW:/[list] prefixes, case-folded."""
-    s = subject or ""
-    while True:
-        stripped = _SUBJECT_PREFIX.sub("", s, count=1)
-        if stripped == s:
-            break
-        s = stripped
-    s = re.sub(r"\s*\((?:fwd|fw)\)\s*$", "", s, flags=re.I)
-    return " ".join(s.split()).casefold()
+    s = " ".join((subject or "").split())
+    s = _SUBJECT_SUFFIX.sub("", _SUBJECT_PREFIXES.sub("", s, count=1))
+    return s.strip().casefold()

@@ -398,6 +398,7 @@ def test_html_converter():
     assert html_to_text('See <a href="https://git.example/c/abc">commit abc</a>, <a href="https://x.example">'
                         'https://x.example</a>, <a href="#top">top</a>') == \
         "See commit abc <https://git.example/c/abc>, https://x.example, top"  # link targets are kept
+    assert html_to_text("<a" * 50_000 + "<p>end") == "<a" * 50_000 + "\nend"  # html.parser alone: minutes
     assert html_to_text("<pre>  code\n    indented</pre><blockquote>q<blockquote>qq</blockquote></blockquote>") == \
         "  code\n    indented\n> q\n> > qq"
 
