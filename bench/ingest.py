@@ -60,8 +60,9 @@ def baseline(source: str, name: str, inputs: list[Path]) -> tuple[str, callable]
         def run():
             n = 0
             for p in inputs:
-                with open(p, "rb") as f:
-                    n += bool(email.message_from_binary_file(f))
+                for f in _files(p, ".eml"):
+                    with open(f, "rb") as fh:
+                        n += bool(email.message_from_binary_file(fh))
             return n
         return "email.message_from_file", run
 
@@ -93,16 +94,69 @@ def _write(workdir: Path, scale: int) -> Path:
     return ds_dir
 
 
-def bench_ingest(workdir: Path, scale: int, memory: bool = False) -> int:
+def _derive(ds_dir: Path) -> Path:
+    """The formats the sample does not write, made from it: the mbox as a maildir and as .eml files, and
+    the Jira issues as GitHub REST JSON (issues and comments arrays), so every extractor is measured."""
+    out = ds_dir.parent / "derived"
+    if out.exists():
+        return out
+    (out / "eml").mkdir(parents=True)
+    md = mailbox.Maildir(str(out / "maildir"), create=True)
+    n = 0
+    for mbox_path in sorted((ds_dir / "mail").glob("*.mbox")):
+        for msg in mailbox.mbox(str(mbox_path), create=False):
+            md.add(msg)
+            (out / "eml" / f"{n:06d}.eml").write_bytes(msg.as_bytes())
+            n += 1
+    issues, comments = [], []
+    for i, f in enumerate(sorted((ds_dir / "jira").glob("*.json"))):
+        data = json.loads(f.read_text())
+        for issue in data.get("issues", [data]):
+            fields, number = issue["fields"], len(issues) + 1
+            url = f"https://github.com/acme/app/issues/{number}"
+            user = {"login": (fields.get("reporter") or {}).get("name") or "ghost", "id": i}
+            issues.append({"url": url.replace("github.com", "api.github.com/repos"), "html_url": url,
+                           "node_id": f"I_{number}", "number": number, "title": fields["summary"],
+                           "body": fields.get("description") or "", "user": user, "state": "open",
+                           "labels": [], "comments": len(fields["comment"]["comments"]),
+                           "created_at": _iso(fields["created"]), "updated_at": _iso(fields["updated"])})
+            for c in fields["comment"]["comments"]:
+                comments.append({"id": int(c["id"]), "node_id": f"IC_{c['id']}", "issue_url": issues[-1]["url"],
+                                 "html_url": f"{url}#issuecomment-{c['id']}", "body": c["body"],
+                                 "user": {"login": c["author"]["name"], "id": 0}, "created_at": _iso(c["created"]),
+                                 "updated_at": _iso(c["created"])})
+    (out / "github").mkdir()
+    (out / "github" / "issues.json").write_text(json.dumps(issues))
+    (out / "github" / "comments.json").write_text(json.dumps(comments))
+    return out
+
+
+def _iso(jira_ts: str) -> str:
+    """Jira "2021-03-04T10:15:30.000+0000" -> GitHub "2021-03-04T10:15:30Z" (UTC)."""
+    import datetime as dt
+
+    return dt.datetime.strptime(jira_ts, "%Y-%m-%dT%H:%M:%S.%f%z").astimezone(dt.UTC).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+
+
+def _plan(ds_dir: Path) -> list[tuple[str, Path, Path]]:
+    """(extractor, input, dataset root) over the sample and the formats derived from it."""
     from extractors import detect
+
+    derived = _derive(ds_dir)
+    return [(n, p, ds_dir) for n, p in detect.plan(ds_dir)] + [(n, p, derived) for n, p in detect.plan(derived)]
+
+
+def bench_ingest(workdir: Path, scale: int, memory: bool = False) -> int:
     from extractors.base import get_extractor
 
     ds_dir = _write(workdir, scale)
-    plan = detect.plan(ds_dir)
+    plan = _plan(ds_dir)
     rows = []
-    for name in sorted({n for n, _ in plan}):
-        inputs = [p for n, p in plan if n == name]
-        t_ex, n_events = _best(lambda name=name, inputs=inputs: _extract(name, ds_dir, inputs))
+    for name in sorted({n for n, _, _ in plan}):
+        inputs = [p for n, p, _ in plan if n == name]
+        root = next(r for n, _, r in plan if n == name)
+        t_ex, n_events = _best(lambda name=name, inputs=inputs, root=root: _extract(name, root, inputs))
         label, base = baseline(get_extractor(name).source, name, inputs)
         t_base, _ = _best(base)
         rows.append((name, n_events, t_ex, n_events / t_ex if t_ex else 0, label, t_base,
@@ -117,7 +171,7 @@ def bench_ingest(workdir: Path, scale: int, memory: bool = False) -> int:
         print(f"\npeak memory allocated while extracting (tracemalloc), each extractor alone in a fresh "
               f"process, scale {scale} vs {scale * 10}")
         print(f"{'extractor':<12} {'events':>8} {'peak MB':>8}   {'events':>8} {'peak MB':>8}  growth")
-        for name in sorted({n for n, _ in plan}):
+        for name in sorted({n for n, _, _ in plan}):
             small = _measure(name, ds_dir)
             large = _measure(name, big)
             print(f"{name:<12} {small[0]:>8} {small[1]:>8.0f}   {large[0]:>8} {large[1]:>8.0f}  "
@@ -127,10 +181,10 @@ def bench_ingest(workdir: Path, scale: int, memory: bool = False) -> int:
 
 def _measure(name: str, ds_dir: Path) -> tuple[int, float]:
     """(events, peak MB of Python allocations while extracting) of one extractor, in a fresh interpreter."""
-    code = ("import sys, tracemalloc; from pathlib import Path; from extractors import detect; "
-            "from extractors.base import registry; from bench.ingest import _extract; registry(); "
-            "root = Path(sys.argv[2]); inputs = [p for k, p in detect.plan(root) if k == sys.argv[1]]; "
-            "tracemalloc.start(); n = _extract(sys.argv[1], root, inputs); "
+    code = ("import sys, tracemalloc; from pathlib import Path; "
+            "from extractors.base import registry; from bench.ingest import _extract, _plan; registry(); "
+            "plan = [(p, r) for k, p, r in _plan(Path(sys.argv[2])) if k == sys.argv[1]]; "
+            "tracemalloc.start(); n = _extract(sys.argv[1], plan[0][1], [p for p, _ in plan]); "
             "print(n, tracemalloc.get_traced_memory()[1] / 2**20)")
     out = subprocess.run([sys.executable, "-c", code, name, str(ds_dir)], capture_output=True, text=True,
                          env=os.environ, check=True).stdout.split()
