@@ -48,8 +48,8 @@ def anonymized_leaks(context: AssetCheckExecutionContext, warehouse: WarehouseRe
 
     store, ds = warehouse.store(), context.partition_key
     hits = audit.scan(store.partition("anonymized_events", ds), flow.anonymizer(store, ds).known_strings())
-    return AssetCheckResult(passed=not hits, metadata={"hits": len(hits),
-                                                       "where": "; ".join(f"{h.where} ({h.kind})" for h in hits[:10])})
+    return AssetCheckResult(passed=not hits, metadata={
+        "hits": len(hits), "where": "; ".join(f"{h.where} ({h.kind})" for h in hits[:10]) or "none"})
 
 
 @asset_check(asset=validations, partitions_def=datasets,
@@ -79,7 +79,8 @@ def leak_audit(context: AssetCheckExecutionContext, warehouse: WarehouseResource
     root = resolve(store.published_root() / ds)
     hits = audit.scan(root, flow.anonymizer(store, ds).known_strings(), detector=flow.secrets)
     return AssetCheckResult(passed=not hits, metadata={
-        "version": root.name, "hits": len(hits), "where": "; ".join(f"{h.file}: {h.where}" for h in hits[:10])})
+        "version": root.name, "hits": len(hits),
+        "where": "; ".join(f"{h.file}: {h.where} ({h.kind})" for h in hits[:10]) or "none"})
 
 
 CHECKS = [events_schema, quarantine_rate, anonymized_leaks, oracle_and_null, leak_audit]

@@ -222,8 +222,8 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("path", nargs="?", metavar="PATH|NAME", help="export folder (check) or connector name (new)")
     e.set_defaults(fn=cmd_extractors)
 
-    b = sub.add_parser("bench", help="benchmarks: ingest")
-    b.add_argument("what", choices=["ingest"])
+    b = sub.add_parser("bench", help="benchmarks: ingest, anonymize")
+    b.add_argument("what", choices=["ingest", "anonymize"])
     b.add_argument("--scale", type=int, default=50)
     b.add_argument("--out", help="folder for the generated input (default: a temp folder)")
     b.add_argument("--memory", action="store_true", help="also peak RSS per extractor at --scale and 10x it")

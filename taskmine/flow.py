@@ -39,7 +39,7 @@ class StageResult:
 def _preview(rows: Iterable, fields: tuple[str, ...], n: int = 5) -> list[dict]:
     out = []
     for r in rows:
-        out.append({f: str(getattr(r, f))[:120] for f in fields})
+        out.append({f: "" if getattr(r, f) is None else str(getattr(r, f))[:120] for f in fields})
         if len(out) >= n:
             break
     return out
@@ -253,7 +253,9 @@ def work_items(store: Store, dataset: str) -> StageResult:
     store.replace("work_items", dataset, items)
     record_rejections(store, dataset, "work_items", rejections)
     return StageResult({"work_items": len(items), "with_fix": sum(1 for i in items if i.attrs.get("fix_shas")),
-                        "skipped": len(rejections)}, _preview(items, ("thread_key", "kind", "attrs")))
+                        "skipped": len(rejections)},
+                       [{"item": i.thread_key, "kind": i.kind, "fixing_commits": str(len(i.attrs.get("fix_shas", []))),
+                         "context_events": str(len(i.context_event_ids))} for i in items[:5]])
 
 
 # --- 5. tasks ----------------------------------------------------------------------------------------
@@ -281,7 +283,7 @@ def tasks(store: Store, dataset: str, config: DatasetConfig) -> StageResult:
     counts = {"candidates": sum(v for (_, k), v in per_family.items() if k == "candidates"), "tasks": len(built)}
     counts.update({f"{f}_{k}": v for (f, k), v in sorted(per_family.items())})
     reasons = Counter(r.reason for r in rejected)
-    return StageResult(counts, [{"reason": k, "count": str(v)} for k, v in reasons.most_common(8)])
+    return StageResult(counts, [{"rejected because": k, "candidates": str(v)} for k, v in reasons.most_common(8)])
 
 
 # --- 6. validations ----------------------------------------------------------------------------------

@@ -22,5 +22,10 @@ def dagster_home() -> Path:
     d.mkdir(parents=True, exist_ok=True)
     cfg = d / "dagster.yaml"
     if not cfg.exists():
-        cfg.write_text("telemetry:\n  enabled: false\n")
+        # One run at a time per dataset: the sensor's run and a click on "Materialize all" never write
+        # the same partition's warehouse files at once (runs launched from the UI go through this queue).
+        cfg.write_text("telemetry:\n  enabled: false\n"
+                       "concurrency:\n  runs:\n    tag_concurrency_limits:\n"
+                       "      - key: dagster/partition\n        value:\n          applyLimitPerUniqueValue: true\n"
+                       "        limit: 1\n")
     return d
