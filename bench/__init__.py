@@ -18,4 +18,8 @@ def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False
             return bench_ingest(Path(out), scale, memory)
         with tempfile.TemporaryDirectory(prefix="taskmine-bench-") as tmp:
             return bench_ingest(Path(tmp), scale, memory)
-    raise ValueError(f"unknown benchmark {what!r}; choose: ingest")
+    if what == "anonymize":
+        from bench.anonymize import bench_anonymize
+
+        return bench_anonymize(scale, out, memory)
+    raise ValueError(f"unknown benchmark {what!r}; choose: ingest, anonymize")
