@@ -12,6 +12,7 @@ Invariants (DESIGN.md, Conventions 4-5):
 
 from __future__ import annotations
 
+import datetime as dt
 import fnmatch
 import os
 from abc import ABC, abstractmethod
@@ -100,6 +101,18 @@ class Extractor(ABC):
                                        error_class),
             dataset=self.dataset, source=self.source, file=str(file), offset=offset, member=member,
             error_class=error_class, message=message, excerpt=excerpt, ingest_run_id=self.run_id)
+
+
+def parse_iso_ts(value) -> dt.datetime | None:
+    """An ISO 8601 date with a zone (Jira's "2013-03-06T14:22:11.000+0000", GitHub's "...Z") -> an aware
+    datetime; None when absent, zoneless or unparseable (the caller quarantines or flags, never guesses)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        ts = dt.datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    return ts if ts.tzinfo is not None else None
 
 
 # --- registry ---------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
-from extractors.base import Extractor, ExtractorConfig, Row, register_extractor
+from extractors.base import Extractor, ExtractorConfig, Row, parse_iso_ts, register_extractor
 from extractors.jsonguard import iter_items, safe_repr
 from extractors.jsonstream import JsonItem
 from warehouse.ids import event_id
@@ -58,15 +58,7 @@ class GitHubConfig(ExtractorConfig):
     max_record_bytes: int = 50 * 1024 * 1024
 
 
-def parse_ts(value: Any) -> dt.datetime | None:
-    """An ISO 8601 date with a zone -> aware datetime; None if absent, zoneless or bad."""
-    if not isinstance(value, str):
-        return None
-    try:
-        ts = dt.datetime.fromisoformat(value.strip())
-    except ValueError:
-        return None
-    return ts if ts.tzinfo is not None else None
+parse_ts = parse_iso_ts
 
 
 def _s(value: Any) -> str | None:

@@ -23,13 +23,12 @@ Invariants:
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from extractors.base import Extractor, ExtractorConfig, Row, register_extractor
+from extractors.base import Extractor, ExtractorConfig, Row, parse_iso_ts, register_extractor
 from extractors.jsonstream import iter_json_items
 
 PEEK_BYTES = 64 * 1024
@@ -47,15 +46,7 @@ class JiraConfig(ExtractorConfig):
     max_issue_bytes: int = 50 * 1024 * 1024
 
 
-def parse_ts(value: Any) -> dt.datetime | None:
-    """A Jira date ("2013-03-06T14:22:11.000+0000") -> aware datetime; None if absent, zoneless or bad."""
-    if not isinstance(value, str):
-        return None
-    try:
-        ts = dt.datetime.fromisoformat(value.strip())
-    except ValueError:
-        return None
-    return ts if ts.tzinfo is not None else None
+parse_ts = parse_iso_ts
 
 
 def _iso(value: Any) -> Any:

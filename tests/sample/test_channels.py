@@ -39,18 +39,6 @@ def body_of(msg: EmailMessage) -> str:
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("c1")
-    write_sample(path, seed=0, scale=1)
-    return path
-
-
-@pytest.fixture(scope="module")
-def truth(out) -> dict:
-    return json.loads((out / ".truth/acme.json").read_text(encoding="utf-8"))
-
-
-@pytest.fixture(scope="module")
 def mails(out, truth) -> dict[str, tuple[str, str, EmailMessage, bytes]]:
     """Message-ID (no <>) -> (list, mbox From line, message parsed with the modern policy, raw bytes)."""
     found = {}

@@ -59,18 +59,6 @@ def planted(truth: dict) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("p1")
-    write_sample(path, seed=0, scale=1)
-    return path
-
-
-@pytest.fixture(scope="module")
-def truth(out) -> dict:
-    return json.loads((out / ".truth/acme.json").read_text(encoding="utf-8"))
-
-
-@pytest.fixture(scope="module")
 def texts(out, truth) -> list[tuple[dict, str]]:
     cache: dict = {}
     return [(item, text_at(out, item, cache)) for item in planted(truth)]
