@@ -48,18 +48,42 @@ def replay_task(prefix: str, agent: str, dataset: str | None = None, sandbox_kin
 
 
 def check_export(path: Path) -> int:
-    """What `taskmine run` would ingest from one dataset folder, without writing anything."""
+    """What `taskmine run` would ingest from one dataset folder, and whether the rows keep the extractor
+    contract (schema-valid, unique and stable ids, identity conventions, quarantine says where), without
+    writing anything. Exit 1 when a contract check fails."""
     from extractors import detect
+    from warehouse.schemas import Quarantine, to_table
 
     path = path.resolve()
     plan = detect.plan(path)
     events: Counter = Counter()
     quarantined: Counter = Counter()
+    ids: list[str] = []
+    problems: Counter = Counter()
+    batch_e: list[Event] = []
+    batch_q: list[Quarantine] = []
     for row in detect.ingest(path.name, path, run_id="check"):
         if isinstance(row, Event):
             events[(row.source, row.kind)] += 1
+            ids.append(row.event_id)
+            batch_e.append(row)
+            handles = {p.get("handle") for p in row.attrs.get("people") or [] if isinstance(p, dict)}
+            if row.actor and (not row.actor.startswith(f"{row.source}:") or row.actor not in handles):
+                problems["actor not '<source>:...' or not among attrs.people"] += 1
         else:
             quarantined[(row.source, row.error_class)] += 1
+            batch_q.append(row)
+            if row.offset is None and not row.member:
+                problems["quarantine row without offset or member"] += 1
+        if len(batch_e) + len(batch_q) >= 5000:
+            problems.update(_schema_problems(to_table, batch_e, batch_q))
+            batch_e, batch_q = [], []
+    problems.update(_schema_problems(to_table, batch_e, batch_q))
+    if len(ids) != len(set(ids)):
+        problems["duplicate event ids"] += len(ids) - len(set(ids))
+    again = [r.event_id for r in detect.ingest(path.name, path, run_id="check-2") if isinstance(r, Event)]
+    if again != ids:
+        problems["a second pass gives other ids or another order (not deterministic)"] += 1
     print(f"{path}: {len(plan)} inputs")
     for name, p in plan:
         print(f"  {name:<12} {p.relative_to(path) if p != path else '.'}")
@@ -73,4 +97,21 @@ def check_export(path: Path) -> int:
         print(f"  {src:<8} {'quarantine:' + err:<16} {n:>7}")
     total_e, total_q = sum(events.values()), sum(quarantined.values())
     print(f"\n  {total_e} events would be ingested, {total_q} records quarantined")
+    if problems:
+        for what, n in sorted(problems.items()):
+            print(f"  contract: FAILED {what} ({n})")
+        return 1
+    print("  contract: ok (schema-valid rows, unique and stable ids, identity conventions, quarantine says where)")
     return 0
+
+
+def _schema_problems(to_table, events, quarantined) -> Counter:
+    from warehouse.schemas import Event, Quarantine
+
+    out: Counter = Counter()
+    for model, rows in ((Event, events), (Quarantine, quarantined)):
+        try:
+            to_table(model, rows)
+        except Exception as exc:
+            out[f"rows do not match the {model.table} schema: {type(exc).__name__}"] += 1
+    return out

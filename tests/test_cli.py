@@ -108,4 +108,5 @@ def test_extractors_list_and_check(tmp_path, sample_company):
     assert "jira_json" in r.stdout and "git" in r.stdout and "builtin:" in r.stdout
     r = taskmine("extractors", "check", str(sample_company / "acme"), home=tmp_path, check=True)
     assert "issue_created" in r.stdout and "commit" in r.stdout and "0 records quarantined" in r.stdout
+    assert "contract: ok" in r.stdout
     assert not (tmp_path / "private").exists()  # check writes nothing
