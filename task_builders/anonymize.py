@@ -25,6 +25,7 @@ from typing import Any
 
 from task_builders.identity import Person, fold, persons
 from task_builders import pii
+from task_builders.fastscrub import TermMatcher
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Identity
 
@@ -143,8 +144,9 @@ class Scrubber:
                     terms[n] = q.full_name
                     terms[f"{words[-1]}, {' '.join(words[:-1])}"] = f"{q.last}, {q.first}"
                     f, last = fold(words[0]), fold(words[-1])
-                    if len(f) >= 3 and f not in STOPWORDS and first_owner.get(f) == {p.person_id}:
-                        terms[words[0]] = q.first
+                    if len(f) >= 3 and f not in STOPWORDS:
+                        # A first name two people share cannot get one pseudonym: it still goes, as [PERSON].
+                        terms[words[0]] = q.first if first_owner.get(f) == {p.person_id} else "[PERSON]"
                     if len(last) >= 4 and last not in STOPWORDS and last_owner.get(last) == {p.person_id}:
                         terms[words[-1]] = q.last
                 elif len(n) >= 3 and fold(n) not in STOPWORDS:
@@ -178,6 +180,9 @@ class Scrubber:
         # ("jdoe.blog.example"), since company domains were mapped before (see __call__).
         self._known = re.compile(rf"(?<![\w@-])(?:{alternation})(?![\w@-])", re.IGNORECASE) \
             if terms else None
+        self._known_regex = self._known  # the reference the fast matcher must equal (tests)
+        if self._known is not None:  # same matches, in time that does not grow with the number of names
+            self._known = TermMatcher(self._known, self.terms)
 
     def __call__(self, text: str | None) -> str | None:
         if not text:
@@ -354,6 +359,11 @@ class Anonymizer:
 
 
 NER_MAX_CHARS = 200_000
+NOT_NAME_WORDS = frozenset("""
+    st street ave avenue road rd drive dr lane ln way blvd corp corporation inc ltd llc co company group labs
+    team support customer customers phone engineer engineering software developer manager director lead
+    head officer admin bot
+""".split())
 _NAME_WORD = re.compile(r"^[^\W\d_][^\W\d_'\u2019-]*(?:[-'\u2019][^\W\d_]+)*$")
 
 
@@ -375,9 +385,16 @@ def discover(events: Iterable[Event], ner, allow: Iterable[str] = ()) -> tuple[l
             if fold(value) in keep or len(value) < 4 or not all(_NAME_WORD.match(w) for w in words):
                 continue
             if sp.kind == "person" and len(words) >= 2:
-                people.add(value)
+                # "Example St", "Bench Corp", "Ingrid Prescott Software Engineer", a span over a line
+                # break: not a person's name (and replacing it everywhere would break hosts and paths).
+                if "\n" not in sp.value and not {fold(w) for w in words[1:]} & NOT_NAME_WORDS:
+                    people.add(value)
             elif sp.kind == "place":
                 places.add(value)
+    # A "place" that also occurs as a lower-case word ("Fixes", "Strip", "Clamp") is an ordinary word.
+    lowered = [t for t in texts if t]
+    places = {p for p in places if not any(re.search(rf"(?<![\w]){re.escape(p.lower())}(?![\w])", t)
+                                           for t in lowered)}
     # A "place" that is someone's name (small models tag first names as places) stays a name.
     name_words = {fold(w) for n in people for w in n.split()}
     places = {p for p in places if not {fold(w) for w in p.split()} & name_words}

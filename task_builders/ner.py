@@ -16,6 +16,8 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
+
 import importlib
 import importlib.util
 from collections.abc import Iterable, Iterator
@@ -107,17 +109,22 @@ class Ner:
         items = ((chunk, (i, off)) for i, text in enumerate(texts)
                  for off, chunk in chunks(text or "", self.chunk_chars))
         current, spans = -1, []
-        for doc, (i, off) in self.nlp.pipe(items, as_tuples=True, batch_size=batch_size, n_process=n_process):
-            if i != current:
-                if current >= 0:
-                    yield spans
-                current, spans = i, []
-            for ent in doc.ents:
-                kind = LABELS.get(ent.label_)
-                if kind:
-                    spans.append(Span(off + ent.start_char, off + ent.end_char, kind, ent.text))
-        if current >= 0:
-            yield spans
+        # A memory zone lets spaCy drop the vocabulary entries of these texts (hashes, ids, secrets)
+        # afterwards instead of keeping every new token for the life of the process.
+        zone = self.nlp.memory_zone() if hasattr(self.nlp, "memory_zone") else contextlib.nullcontext()
+        with zone:
+            for doc, (i, off) in self.nlp.pipe(items, as_tuples=True, batch_size=batch_size,
+                                               n_process=n_process):
+                if i != current:
+                    if current >= 0:
+                        yield spans
+                    current, spans = i, []
+                for ent in doc.ents:
+                    kind = LABELS.get(ent.label_)
+                    if kind:
+                        spans.append(Span(off + ent.start_char, off + ent.end_char, kind, ent.text))
+            if current >= 0:
+                yield spans
 
 
 def chunks(text: str, limit: int) -> Iterator[tuple[int, str]]:
