@@ -371,16 +371,16 @@ def known_term_pass(events: list, texts: list[str], found: tuple[list[str], list
     from task_builders.fastscrub import TermMatcher
 
     scrub = Anonymizer(identity.resolve(DATASET, events), _vault(), message_ids(events), *found, allow).scrub
-    if scrub._known is None:
+    if scrub._known_regex is None:
         return {}
 
     def repl(m: re.Match) -> str:
         return scrub.terms.get(m.group(0).casefold(), "[PERSON]")
 
     t0 = time.perf_counter()
-    slow = [scrub._known.sub(repl, t) for t in texts]
+    slow = [scrub._known_regex.sub(repl, t) for t in texts]
     t1 = time.perf_counter()
-    matcher = TermMatcher(scrub._known, scrub.terms)
+    matcher = TermMatcher(scrub._known_regex, scrub.terms)
     fast = [matcher.sub(repl, t) for t in texts]
     t2 = time.perf_counter()
     return {"terms": len(scrub.terms), "regex_s": round(t1 - t0, 3), "fastscrub_s": round(t2 - t1, 3),
