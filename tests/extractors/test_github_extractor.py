@@ -3,8 +3,6 @@ Every person and text here is invented; the real archive is read in place by the
 
 import datetime as dt
 import json
-import subprocess
-import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -273,13 +271,6 @@ def test_detect_claims_github_and_only_github(tmp_path):
     write(tmp_path / "plain.json", [{"number": 1, "title": "x", "user": {"login": "u"}}])
     assert GitHubJsonExtractor.detect(tmp_path) == sorted(github)
     assert JiraJsonExtractor.detect(tmp_path) == sorted(jira)  # Jira leaves the GitHub files alone
-
-
-def test_registered_as_a_builtin():
-    """In a fresh interpreter (here the test's own import would register the class anyway)."""
-    code = "from extractors.base import registry; print(registry()['github_json'].origin)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "builtin:extractors.github"
 
 
 # --- fuzzing ------------------------------------------------------------------------------------------------

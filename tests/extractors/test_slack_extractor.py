@@ -4,8 +4,6 @@ is invented; the real exports are read in place by the `real` tests at the end."
 import datetime as dt
 import io
 import json
-import subprocess
-import sys
 import os
 import stat
 import struct
@@ -428,13 +426,6 @@ def test_detect_claims_exports_only(tmp_path):
     assert SlackExportExtractor.detect(tmp_path) == [folder, archive]
     assert JiraJsonExtractor.detect(folder) == [] and GitHubJsonExtractor.detect(folder) == []
     assert plan(tmp_path) == [("slack_export", folder), ("slack_export", archive)]
-
-
-def test_registered_as_a_builtin():
-    """In a fresh interpreter (here the test's own import would register the class anyway)."""
-    code = "from extractors.base import registry; print(registry()['slack_export'].origin)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "builtin:extractors.slack"
 
 
 # --- fuzzing ------------------------------------------------------------------------------------------------

@@ -56,18 +56,6 @@ def all_issues(jira: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("s1")
-    write_sample(path, seed=0, scale=1)
-    return path
-
-
-@pytest.fixture(scope="module")
-def truth(out) -> dict:
-    return load(out, ".truth/acme.json")
-
-
-@pytest.fixture(scope="module")
 def repo(out) -> Path:
     return out / "acme" / "repo"
 
