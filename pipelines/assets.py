@@ -55,12 +55,45 @@ def links(context: AssetExecutionContext, warehouse: WarehouseResource):
 
 
 @asset(partitions_def=datasets, group_name="mining", deps=[anonymized_events, links],
-       description="Issues with their fixing commits (key links on word boundaries) and history.")
-def work_items(context: AssetExecutionContext, warehouse: WarehouseResource):
-    return _result(flow.work_items(warehouse.store(), context.partition_key))
+       description="Units of real work from every source: issues with fixing commits and the mail/chat that "
+                   "mentions them, e-mail requests and their replies, Slack questions and their answers, tickets "
+                   "resolved with a comment. Skipped candidates are counted per source and reason.")
+def work_items(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
+    from task_builders.config import load_config
+
+    ds = context.partition_key
+    return _result(flow.work_items(warehouse.store(), ds, load_config(exports.dataset_dir(ds))))
 
 
-@asset(partitions_def=datasets, group_name="families", deps=[work_items],
+@asset(partitions_def=datasets, group_name="cluster", deps=[work_items],
+       description="Near-duplicate groups (MinHash), families (all-MiniLM-L6-v2 embeddings, cached by content "
+                   "hash; agglomerative clustering) with labels and a 2-D map, and leakage-safe train/test splits.")
+def clusters(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
+    import base64
+
+    from task_builders.config import load_config
+
+    ds = context.partition_key
+    res = flow.clusters(warehouse.store(), ds, load_config(exports.dataset_dir(ds)))
+    fams = res.extra.get("families", [])
+    extra = {"families_table": MetadataValue.md(_families_md(fams))} if fams else {}
+    if res.extra.get("map"):
+        b64 = base64.b64encode(res.extra["map"]).decode()
+        extra["family_map"] = MetadataValue.md(f"![families](data:image/png;base64,{b64})")
+        extra["family_map_path"] = MetadataValue.path(res.extra["map_path"])
+    return _result(res, **extra)
+
+
+def _families_md(fams: list[dict]) -> str:
+    rows = ["| family | label | items | distinct | split | kinds | examples |", "|---|---|---|---|---|---|---|"]
+    for f in fams[:40]:
+        kinds = ", ".join(f"{k} {v}" for k, v in f["kinds"].items())
+        ex = " · ".join(e.replace("|", "/") for e in f["examples"])
+        rows.append(f"| {f['family']} | {f['label']} | {f['items']} | {f['groups']} | {f['split']} | {kinds} | {ex} |")
+    return "\n".join(rows)
+
+
+@asset(partitions_def=datasets, group_name="families", deps=[work_items, clusters],
        description="Candidate tasks per family (triage, commit link): prompt, world, reference, rubric.")
 def tasks(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
     from task_builders.config import load_config
@@ -91,4 +124,4 @@ def published_dataset(context: AssetExecutionContext, warehouse: WarehouseResour
         "new_version": result.created, "funnel": MetadataValue.json(counts)})
 
 
-STAGES = [raw_events, identities, anonymized_events, links, work_items, tasks, validations, published_dataset]
+STAGES = [raw_events, identities, anonymized_events, links, work_items, clusters, tasks, validations, published_dataset]

@@ -6,7 +6,8 @@ import warnings
 import pyarrow.parquet as pq
 from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, PreviewWarning, asset_check
 
-from pipelines.assets import anonymized_events, datasets, published_dataset, raw_events, validations
+from pipelines.assets import (anonymized_events, clusters, datasets, published_dataset, raw_events, validations,
+                              work_items)
 from pipelines.resources import ExportsResource, WarehouseResource
 
 # Partitioned asset checks are a Dagster preview feature; we rely on it knowingly (pinned Dagster version).
@@ -83,4 +84,32 @@ def leak_audit(context: AssetCheckExecutionContext, warehouse: WarehouseResource
         "where": "; ".join(f"{h.file}: {h.where} ({h.kind})" for h in hits[:10]) or "none"})
 
 
-CHECKS = [events_schema, quarantine_rate, anonymized_leaks, oracle_and_null, leak_audit]
+@asset_check(asset=work_items, partitions_def=datasets,
+             description="Every work item's lineage names only anonymized events, its request among them.")
+def work_item_lineage(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> AssetCheckResult:
+    store, ds = warehouse.store(), context.partition_key
+    known = {r[0] for r in store.query("SELECT event_id FROM anonymized_events WHERE dataset = ?", [ds])}
+    bad = [i.item_id for i in store.read("work_items", ds)
+           if i.request_event_id not in i.lineage or not set(i.lineage) <= known]
+    return AssetCheckResult(passed=not bad, metadata={"items_with_bad_lineage": len(bad),
+                                                      "examples": ", ".join(bad[:5]) or "none"})
+
+
+@asset_check(asset=clusters, partitions_def=datasets, blocking=True,
+             description="No near-duplicate group crosses train/test; every test item carries the canary.")
+def splits_leakage_safe(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> AssetCheckResult:
+    store, ds = warehouse.store(), context.partition_key
+    rows = store.read("clusters", ds)
+    splits: dict[str, set] = {}
+    for r in rows:
+        splits.setdefault(r.dup_group, set()).add(r.split)
+    crossing = sorted(g for g, s in splits.items() if len(s) > 1)
+    no_canary = sum(1 for r in rows if r.split == "test" and not r.canary)
+    canary_on_train = sum(1 for r in rows if r.split == "train" and r.canary)
+    return AssetCheckResult(passed=not crossing and not no_canary and not canary_on_train, metadata={
+        "groups_crossing_splits": len(crossing), "test_without_canary": no_canary,
+        "train_with_canary": canary_on_train, "test": sum(1 for r in rows if r.split == "test"), "items": len(rows)})
+
+
+CHECKS = [events_schema, quarantine_rate, anonymized_leaks, work_item_lineage, splits_leakage_safe, oracle_and_null,
+          leak_audit]

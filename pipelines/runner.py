@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import sys
 
-STAGE_ORDER = ["raw_events", "identities", "anonymized_events", "work_items", "tasks", "validations",
-               "published_dataset"]
+STAGE_ORDER = ["raw_events", "identities", "anonymized_events", "links", "work_items", "clusters", "tasks",
+               "validations", "published_dataset"]
 
 
 def run_datasets(names: list[str], repeats: int = 0) -> int:

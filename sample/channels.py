@@ -99,6 +99,8 @@ class Mail:
     html: bool = False
     attachment: tuple[str, str, bytes] | None = None  # file name, MIME type, content
     seq: int = 0
+    family: str = ""  # the kind of work it asks for (truth "work_items"); replies inherit their root's
+    dup: str = ""  # near-duplicate group: requests written from one template with the same slots
 
     @property
     def root(self) -> Mail:
@@ -130,10 +132,17 @@ class Post:
     seq: int = 0
     ts: str = ""  # set with `day` (the UTC date of ts, the day file) once all posts are planned
     day: str = ""
+    family: str = ""  # as Mail.family; thread replies inherit their parent's
+    dup: str = ""
 
     @property
     def native_id(self) -> str:
         return f"{self.channel.id}:{self.ts}"
+
+
+def defect_family(issue: Issue) -> str:
+    """The family of a request about an issue: the kind of defect ("defect:clamp" for clamp_$noun)."""
+    return "defect:" + issue.fn.bug.name.replace("${noun}_", "").replace("_$noun", "")
 
 
 def _local(t: int, offset: int) -> dt.datetime:
@@ -202,6 +211,7 @@ class Channels:
         self._chatter()
         self._reactions()
         plant_channels(self, c.planter)  # last: the posts and mails above stay as they are
+        self._password_resets(random.Random(rng.random()))  # after everything: changes nothing above
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -365,6 +375,7 @@ class Channels:
             reply = self.mail("support", t1, staff, "", own, links, parent=first, to=[self._addr(cust)],
                               cc=[f"support@{self.domain}"], cte="quoted-printable" if k == 0 or rng.random() < 0.25
                               else "")
+            first.family = defect_family(issue)
             self.qa.append({"source": "email", "kind": "support", "question": first, "answer": reply,
                             "facts": [issue.key]})
             self.support_threads.append((first, reply, issue, staff, cust))
@@ -434,6 +445,7 @@ class Channels:
             own.add("\nCould someone who knows `{m}` take a look?", m=fn.module)
             t1 = self.within(start + window // 20, start + window // 3, asker)
             root = self.mail("dev", t1, asker, subject, own, links, quote=False)
+            root.family = defect_family(issue)
             links = []
             own = Text().add("Hi {f},\n\nI'll take {k}. The bug is in `{p}/{m}.py`.", f=asker.pii("first_name"),
                              k=self.key(links, issue, "body"), p=c.pkg, m=fn.module)
@@ -509,6 +521,7 @@ class Channels:
                 own.add("\n\nThanks to everyone who reported and fixed these.")
             mail = self.mail("dev", self.at(vt + self.hours(0.5, 6), lead), lead, subject, own, links, sig=not first,
                              html=first, cte="quoted-printable" if first else "")
+            mail.family = "announce:release"
             self.releases.append((version, mail.t, issues))
 
     def _out_of_office(self) -> None:
@@ -526,7 +539,7 @@ class Channels:
             mate = rng.choice([x for x in c.people if x is not p])
             own = Text().add("Hi all,\n\nI'm out of office from {s}. {f} covers my reviews; for anything urgent "
                              "call me on {p}.", s=span, f=mention(mate, "first_name"), p=who.pii("phone"))
-            self.mail("dev", t, who, f"Out of office {span}", own, [])
+            self.mail("dev", t, who, f"Out of office {span}", own, []).family = "auto:out_of_office"
 
     # -- Slack ----------------------------------------------------------------------------------
 
@@ -546,7 +559,7 @@ class Channels:
             t = ch.created
             for p in ch.members:
                 self.post(ch.name, t, p, Text().add("{m} has joined the channel", m=self.at_mention(p)),
-                          subtype="channel_join")
+                          subtype="channel_join", family="auto:join")
                 t += self.hours(0.05, 20)
 
     def _issue_posts(self) -> None:
@@ -572,7 +585,7 @@ class Channels:
                     text = Text().add("any update on {k}? {f} from {o} keeps asking",
                                       k=self.slack_issue(links, issue), f=cust.pii("first_name"), o=cust.org)
                 q = self.post("dev", self.within(start + (commit.t - start) // 5, commit.t - 10 * MINUTE, asker),
-                              asker, text, links)
+                              asker, text, links, family="question:status")
                 links = []
                 if rng.random() < 0.5:
                     fact = self.sha(links, sha, "text")
@@ -596,7 +609,7 @@ class Channels:
                 else:
                     text = Text().add("merged {s} ({k})", s=self.sha(links, sha, "text", full=True), k=keys)
                 self.post("dev", self.at(commit.t + self.hours(0.05, 2), author), author, text, links,
-                          edited=None if edited else self.hours(0.02, 0.2))
+                          edited=None if edited else self.hours(0.02, 0.2), family="announce:push")
                 edited = True
 
     def _support_posts(self) -> None:
@@ -615,7 +628,8 @@ class Channels:
             if n == 0 or rng.random() < 0.1:
                 file = ("customer-trace.log", "text/plain", rng.randrange(2_000, 40_000))
                 text.add(". Trace from {f} attached", f=cust.pii("first_name"))
-            self.post("support", self.at(reply.t + self.hours(0.1, 3), staff), staff.person, text, links, file=file)
+            self.post("support", self.at(reply.t + self.hours(0.1, 3), staff), staff.person, text, links, file=file,
+                      family="support:handoff")
 
     def _knowledge(self) -> None:
         """Questions answered later by someone else (the knowledge-answer family), with the answer's facts."""
@@ -657,7 +671,8 @@ class Channels:
                 question = Text().add("how do I run the {p} tests locally?", p=c.pkg)
                 answerer, fact = rng.choice(others), "python -m unittest discover -s tests -t ."
                 answer = Text().add("from the repo root: `{f}` (pytest works too)", f=fact)
-            q = self.post(rng.choice(("dev", "general")), t, asker, question, links)
+            q = self.post(rng.choice(("dev", "general")), t, asker, question, links, family=f"question:{kind}",
+                          dup=f"question:{question}")
             when = self.at(t + self.hours(0.2, 8), answerer)
             if rng.random() < 0.75:
                 a = self.post(q.channel.name, when, answerer, answer, links_a, parent=q)
@@ -680,12 +695,14 @@ class Channels:
             text = Text().add("Build #{n} passed on main: <{u}|{s}> {m}", n=str(number),
                               u=self.commit_url(links, sha, "text"), s=self.sha(links, sha, "text", short=True),
                               m=subject)
-            self.post("builds", plan.t + self.hours(0.03, 0.3), None, text, links, subtype="bot_message")
+            self.post("builds", plan.t + self.hours(0.03, 0.3), None, text, links, subtype="bot_message",
+                      family="auto:build")
         for version, t, issues in self.releases:
             links = []
             keys = ", ".join(self.slack_issue(links, i) for i in issues)
             text = Text().add("{p} {v} is out :tada: fixes {k}. Notes on dev@", p=self.c.pkg, v=version, k=keys)
-            self.post("general", self.at(t + self.hours(0.1, 1), self.lead), self.lead, text, links)
+            self.post("general", self.at(t + self.hours(0.1, 1), self.lead), self.lead, text, links,
+                      family="announce:release")
 
     def _chatter(self) -> None:
         rng, c = self.rng, self.c
@@ -705,7 +722,26 @@ class Channels:
                 cust = rng.choice(self.customers)
                 text = Text().add("lunch with {n} from {o} moved to Thursday, {f} can you book a table?",
                                   n=cust.pii("name"), o=cust.org, f=mention(mate, "first_name"))
-            self.post("general", t, p, text)
+            self.post("general", t, p, text, family=("chatter:away", "chatter:ownership", "chatter:lunch")[kind])
+
+    def _password_resets(self, rng: random.Random) -> None:
+        """A batch of near-identical support requests (the same template, only the customer differs):
+        "please reset my password", each answered by support. One near-duplicate group in the truth."""
+        c = self.c
+        lo, span = c.t0 + 25 * DAY, self.end - c.t0 - 25 * DAY
+        for n in range(6 * self.scale):
+            cust = self.customers[n % len(self.customers)]
+            staff = self.who(rng.choice(self.support_staff))
+            own = Text().add("Hello,\n\nI cannot log in to the {p} customer portal since this morning, it says my "
+                             "password has expired. Could you please reset my password? The account is {e}.\n\n"
+                             "Thank you,\n{f}", p=c.pkg, e=cust.pii("email"), f=cust.pii("first_name"))
+            t = self.at(lo + int(rng.random() * span), cust)
+            first = self.mail("support", t, cust, "Please reset my password", own, [], quote=False, sig=False)
+            first.family, first.dup = "access:password_reset", "access:password_reset"
+            own = Text().add("Hi {f},\n\nI have reset your password; you will get an e-mail with a link to set a "
+                             "new one. The link is valid for 24 hours.", f=cust.pii("first_name"))
+            self.mail("support", self.at(t + self.hours(0.2, 6), staff), staff, "", own, [], parent=first,
+                      to=[self._addr(cust)], cc=[f"support@{self.domain}"])
 
     def _reactions(self) -> None:
         rng = self.rng
@@ -917,6 +953,11 @@ class Channels:
             qa.append({"source": q["source"], "kind": q["kind"], "question": ids[0], "answer": ids[1],
                        "asker": handles[0], "answerer": handles[1], "in_thread": ans.parent is ask,
                        "facts": q["facts"]})
+        work = [{"source": "email", "native_id": m.mid, "family": m.family or m.root.family, "near_dup": m.dup or None}
+                for m in sorted(self.mails, key=lambda m: (m.t, m.seq))]
+        work += [{"source": "slack", "native_id": p.native_id,
+                  "family": p.family or (p.parent.family if p.parent else ""), "near_dup": p.dup or None}
+                 for p in sorted(self.posts, key=lambda p: p.ts)]
         per_list = {lst: sum(1 for m in self.mails if m.lst == lst) for lst in LISTS}
         per_channel = {name: sum(1 for p in self.posts if p.channel.name == name) for name in self.channels}
         return {
@@ -929,7 +970,7 @@ class Channels:
                                        for ch in self.channels.values()],
                           "messages": len(self.posts)}},
             "pii": pii, "links": links, "identities": self._identities(commits),
-            "threads": {"email": mail_threads, "slack": slack_threads}, "qa": qa}
+            "threads": {"email": mail_threads, "slack": slack_threads}, "qa": qa, "families": work}
 
     def _identities(self, commits: list[dict]) -> list[dict]:
         """Every handle each person has in the four sources; customers only have e-mail addresses."""

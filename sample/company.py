@@ -27,9 +27,9 @@ Invariants:
 - Every planted PII item and secret is recorded with exact offsets into the string at its location; fixing commits
   name their issue key(s) and no other commit message contains anything shaped like an issue key.
 
-Truth schema "taskmine.sample.truth/3" (a JSON object; /2 added the last six keys and the mail/Slack
+Truth schema "taskmine.sample.truth/4" (a JSON object; /2 added the last six keys and the mail/Slack
 locations of "pii" to /1; /3 adds the structured-identifier and secret types and the commit:<sha>:diff
-location of "pii", and the commit kinds "config" and "cleanup"):
+location of "pii", and the commit kinds "config" and "cleanup"; /4 adds "families" and the issues' "family"):
     schema, dataset, seed, scale
     offsets      how "pii" offsets and locations are defined (the OFFSETS text below)
     people       per roster person: name, first_name, email, role, timezone, jira account, git identities,
@@ -72,6 +72,11 @@ location of "pii", and the commit kinds "config" and "cleanup"):
     qa           [{source: "email"|"slack", kind: support|status|release|where|owner|tests, question, answer
                    (native ids as in links), asker, answerer (handles), in_thread, facts: [strings the answer
                    contains]}]: questions answered later by someone else
+    families     [{source: "email"|"slack", native_id, family, near_dup}] for every mail and Slack post: the kind
+                 of work it asks for or belongs to ("defect:<kind>" for anything about an issue, the defect
+                 kind of its function; "question:<kind>", "access:password_reset", "billing:refund", ...; a
+                 reply has its thread's), and near_dup, the group of requests written from one template with
+                 the same slots (null when none); issues carry their "family" in "issues"
 """
 from __future__ import annotations
 
@@ -83,7 +88,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sample.channels import write_channels
+from sample.channels import defect_family, write_channels
 from sample.codebase import Codebase, Fn, feature_files, new_fn
 from sample.gitstream import GitCommit, build_repo
 from sample.planted import Planter, leak_commits, plant_jira
@@ -115,7 +120,7 @@ FEATURES = (("csv_report", "CSV report"), ("audit_log", "audit log"), ("rate_lim
             ("webhook", "webhook"), ("metrics", "metrics"), ("export", "export"))
 ISSUES_PER_SCALE = {"CORE": 12, "WEB": 4}
 PAGE_SIZE = 50
-TRUTH_SCHEMA = "taskmine.sample.truth/3"
+TRUTH_SCHEMA = "taskmine.sample.truth/4"
 OFFSETS = ("start/end are Python str indices (Unicode code points) into the string at `location`; `file` is "
            "relative to the output directory. Locations: a JSON pointer into a Jira file; "
            "commit:<sha>:message = the raw commit message; commit:<sha>:diff = the content, decoded as UTF-8, of "
@@ -896,6 +901,7 @@ class _Company:
             "duplicate_of": i.duplicate_of.key if i.duplicate_of else None,
             "fix_version": i.fix_version[0] if i.fix_version else None,
             "function": f"{self.pkg}.{i.fn.module}.{i.fn.name}",
+            "family": defect_family(i),
             "fixing_commits": [shas[c.mark] for c in i.commits],
         }
 

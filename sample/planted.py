@@ -399,6 +399,7 @@ def plant_channels(ch: Channels, p: Planter) -> None:
         t = ch.at(lo + int(rng.random() * span), cust)
         first = ch.mail("support", t, cust, rng.choice(("Charged twice this month", "Refund request")), own, [],
                         quote=False, sig=sig)
+        first.family, first.dup = "billing:refund", "billing:refund"
         own = Text().add("Hi {f},\n\nsorry about that: the second charge is refunded to the account you gave us, it "
                          "takes three to five working days. Please do not send card numbers by e-mail; I removed "
                          "yours from our ticket.", f=cust.pii("first_name"))
@@ -412,6 +413,7 @@ def plant_channels(ch: Channels, p: Planter) -> None:
                          pw=p.db_password(url=False))
         t = ch.at(lo + int(rng.random() * span), dev)
         root = ch.mail("dev", t, dev, rng.choice(("Staging deploy key", "Access to staging")), own, [], quote=False)
+        root.family = "ops:credentials"
         own = Text().add("Please never post keys or passwords on the list. I revoked that key and changed the "
                          "password; both are in the vault now.")
         ch.mail("dev", ch.at(t + ch.hours(0.5, 6), lead), lead, "", own, [], parent=root, quote=False)
@@ -425,13 +427,17 @@ def _slack(ch: Channels, p: Planter, devs: list[Person]) -> None:
     def when(who: Person, parent=None) -> int:
         return ch.at(parent.t + ch.hours(0.1, 4), who) if parent else ch.at(lo + int(rng.random() * span), who)
 
-    def post(name: str, who: Person, text: Text, parent=None, t: int | None = None):
-        return ch.post(name, t or when(who, parent), who, text, parent=parent)
+    def post(name: str, who: Person, text: Text, parent=None, t: int | None = None, family: str = "ops:credentials",
+             dup: str = ""):
+        # posts written from one template (once per scale) are near-copies of each other
+        dup = dup or ("" if parent else f"planted:{text.parts[0][:40]}")
+        return ch.post(name, t or when(who, parent), who, text, parent=parent, family=family, dup=dup)
 
     a, b = rng.sample(devs, 2) if len(devs) > 1 else (devs[0], c.people[0])
     t = when(a)
     q = post("dev", a, Text().add("can someone look at this 401?\n```curl -H \"Authorization: Bearer {j}\" "
-                                  "https://api.{d}/v2/reports```", j=p.jwt(t), d=ch.domain), t=t)
+                                  "https://api.{d}/v2/reports```", j=p.jwt(t), d=ch.domain), t=t,
+             family="ops:auth_error", dup="ops:auth_error")
     post("dev", b, Text().add("works for me with a fresh token. fwiw the report script does `conn = psycopg2.connect("
                               "host=\"{h}\", user=\"reporting\", password=\"{pw}\")`, that should not be in the repo",
                               h=p.ipv4(), pw=p.assigned_password()), parent=q)
@@ -450,11 +456,12 @@ def _slack(ch: Channels, p: Planter, devs: list[Person]) -> None:
     post("dev", rng.choice(c.people), Text().add("who put the live Stripe key {s} in the staging config? the maps key "
                                                  "{g} is in there too", s=p.stripe_key(), g=p.google_key()))
     who = rng.choice(c.people)
-    post("general", who, Text().add("my GitHub is <{g}>, could someone add me to the org?", g=p.github(who)))
+    post("general", who, Text().add("my GitHub is <{g}>, could someone add me to the org?", g=p.github(who)),
+         family="it:access")
     who = rng.choice(c.people)
     post("general", who, Text().add("IT: please ship my new laptop to\n{a}\nI'm working from home next month",
-                                    a=p.address(who.username, multiline=True)))
+                                    a=p.address(who.username, multiline=True)), family="it:hardware")
     cust = rng.choice(ch.customers)
     post("support", rng.choice(ch.support_staff), Text().add(
         "{n} from {o} moved, new billing address: {a}. their API calls now come from {h}",
-        n=cust.pii("name"), o=cust.org, a=p.address(), h=p.ipv4()))
+        n=cust.pii("name"), o=cust.org, a=p.address(), h=p.ipv4()), family="support:handoff")

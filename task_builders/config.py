@@ -9,16 +9,27 @@ Example:
     max_quarantine_rate = 0.2   # the quarantine asset check fails above this share of records
     ner_model = "en_core_web_sm"  # "" turns NER off (known identities and patterns are still scrubbed)
     allow = ["Apache", "GitHub"]  # reviewed public names NER must not treat as people or places
+    answer_window_hours = 72    # a Slack answer / e-mail reply must come this soon after its question
+    channel_answer_hours = 4    # an answer posted in the channel (not a thread) must come this soon
+    context_messages = 10       # messages before a question kept as its context
+    resolution_window_hours = 24  # a comment this close to a ticket's resolution is its resolution note
+    near_duplicate_threshold = 0.5  # word 3-gram Jaccard from which requests naming the same things are copies
+    split_by = "family"         # "family" | "near_duplicate": the unit that never crosses train/test
+    cluster_method = "agglomerative"  # or "hdbscan" (families of work items)
+    cluster_distance = 0.5      # cosine distance at which the agglomerative tree is cut
+    test_after = ""             # ISO date: every item after it is test (time split), on top of split_by
 
 Invariant: an unknown key or a wrong type is a one-line error naming the file, the key and the fix.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import tomllib
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 CONFIG_NAME = "taskmine.toml"
 FAMILIES = ("ticket_triage", "commit_link")
@@ -40,6 +51,25 @@ class DatasetConfig(BaseModel):
     test_share: float = Field(0.2, ge=0, le=1)
     ner_model: str = "en_core_web_sm"   # spaCy model for names outside the identity graph; "" turns NER off
     allow: tuple[str, ...] = ()         # reviewed public names (organisations, products, places) NER keeps
+    answer_window_hours: float = Field(72.0, gt=0)
+    channel_answer_hours: float = Field(4.0, gt=0)
+    context_messages: int = Field(10, ge=0, le=1000)
+    resolution_window_hours: float = Field(24.0, ge=0)
+    near_duplicate_threshold: float = Field(0.5, gt=0, le=1)
+    split_by: Literal["family", "near_duplicate"] = "family"
+    cluster_method: Literal["agglomerative", "hdbscan"] = "agglomerative"
+    cluster_distance: float = Field(0.5, gt=0, lt=2)
+    test_after: str = ""
+
+    @field_validator("test_after")
+    @classmethod
+    def _date(cls, v: str) -> str:
+        if v:
+            try:
+                dt.date.fromisoformat(v[:10])
+            except ValueError:
+                raise ValueError(f"test_after {v!r} is not an ISO date like 2021-06-30") from None
+        return v
 
     def model_post_init(self, _context) -> None:
         unknown = [f for f in self.families if f not in FAMILIES]

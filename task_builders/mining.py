@@ -1,4 +1,20 @@
-"""Links between events and the work items built from them (anonymized events only).
+"""Work items: the units of real work in the joined history (anonymized events only).
+
+Kinds (one item per request, the item id a hash of (dataset, kind, request's native id)):
+- `issue`: a Jira/GitHub issue with its comments and field changes, its fixing commits, and every mail
+  and chat message that mentions it (by key or URL, from the `links` table) as context;
+- `email_reply`: an e-mail that asked for something and the first reply that answered it (another
+  person, not automated, adding text beyond the quote, within `answer_window_hours`); the thread's
+  earlier messages are its context;
+- `chat_answer`: a Slack question (thread parent or channel message) and its answer by someone else:
+  the first thread reply within the window, else the first channel message within `channel_answer_hours`
+  that mentions the asker, or the very next message by someone else within 20 minutes that is not a
+  question itself; the `context_messages` before the question are context;
+- `resolution`: a ticket resolved with a comment: the human comment nearest its resolution (within
+  `resolution_window_hours`) is the outcome; the issue, its thread before it and its fixing commits are
+  the context and the linked work.
+Every candidate that does not become an item is a `Rejection` (stage `work_items`, family = the kind,
+detail = the source) with one of the `SKIP_*` reasons, so the funnel counts them per source.
 
 Invariants:
 - An issue key links only on word boundaries and only when the key names an issue of the dataset:
@@ -10,11 +26,15 @@ Invariants:
 
 from __future__ import annotations
 
+import bisect
+import datetime as dt
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from task_builders.config import DatasetConfig
+from task_builders.signals import automated, is_request, is_trivial, new_text, person_of
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Rejection, WorkItem
 
@@ -57,34 +77,261 @@ def link_commits(events: Iterable[Event], known_keys: set[str]) -> tuple[list[Li
     return links, rejections
 
 
-def build_work_items(dataset: str, events: list[Event]) -> tuple[list[WorkItem], list[Rejection]]:
-    """One work item per Jira issue: the issue, its thread, and the commits that name it."""
-    issues = {e.native_id: e for e in events if e.kind == "issue_created"}
-    links, rejections = link_commits(events, set(issues))
-    fixes: dict[str, list[Link]] = defaultdict(list)
-    for link in links:
-        fixes[link.key].append(link)
-    thread: dict[str, list[Event]] = defaultdict(list)
-    for e in events:
-        if e.thread_key in issues and e.kind != "issue_created":
-            thread[e.thread_key].append(e)
-    commit_ts = {e.event_id: e.ts for e in events if e.kind == "commit"}
+ISSUE_KINDS = ("issue_created", "pr_created")
+RESOLVED = {"resolved", "closed", "done", "fixed"}
+MENTION_KINDS = {"jira_key", "issue_url"}
+ADJACENT = dt.timedelta(minutes=20)  # an unaddressed channel message this soon after a question answers it
 
-    items = []
-    for key, issue in sorted(issues.items()):
-        fix = sorted(fixes.get(key, []), key=lambda link: (commit_ts[link.commit_event_id], link.sha))
-        history = sorted(thread.get(key, []), key=lambda e: (e.ts, e.event_id))
-        item_id = content_hash("work_item", dataset, "issue", key)
-        items.append(WorkItem(
-            item_id=item_id, dataset=dataset, kind="issue", thread_key=key,
-            request_event_id=issue.event_id,
-            outcome_event_ids=[link.commit_event_id for link in fix],
-            context_event_ids=[e.event_id for e in history],
-            ts=issue.ts,
-            attrs={"key": key, "project": issue.attrs.get("project"),
-                   "fix_shas": [link.sha for link in fix],
-                   "fix_ts": [commit_ts[link.commit_event_id].isoformat() for link in fix]},
-            lineage=sorted({issue.event_id, *(e.event_id for e in history),
-                            *(link.commit_event_id for link in fix)}),
-        ))
-    return items, rejections
+SKIP_AUTOMATED = "request is automated"
+SKIP_NOT_REQUEST = "asks for nothing"
+SKIP_NO_REPLY = "no reply"
+SKIP_SELF_REPLY = "answered only by the asker"
+SKIP_AUTO_REPLY = "reply is automated"
+SKIP_EMPTY_REPLY = "reply adds nothing beyond the quote"
+SKIP_LATE = "answer outside the window"
+SKIP_NOT_RESOLVED = "not resolved"
+SKIP_NO_NOTE = "resolved without a comment"
+SKIP_EMPTY = "request has no text"
+SKIP_ANSWER_TAKEN = "its answer answers an earlier question"
+
+
+def build_work_items(dataset: str, events: list[Event], links: Iterable = (),
+                     config: DatasetConfig | None = None) -> tuple[list[WorkItem], list[Rejection]]:
+    """Every work item of the dataset (see the module docstring) and a rejection per skipped candidate."""
+    config = config or DatasetConfig()
+    miner = _Miner(dataset, events, list(links), config)
+    items = miner.issues() + miner.emails() + miner.chats() + miner.resolutions()
+    items.sort(key=lambda i: (i.ts, i.kind, i.item_id))
+    return items, miner.rejections
+
+
+def funnel_by_source(events: Iterable[Event], items: Iterable[WorkItem],
+                     rejections: Iterable[Rejection]) -> dict[str, dict]:
+    """Per source: events, work items by kind, skipped candidates by reason."""
+    out: dict[str, dict] = {}
+    for e in events:
+        out.setdefault(e.source, {"events": 0, "work_items": Counter(), "skipped": Counter()})["events"] += 1
+    for i in items:
+        src = i.attrs.get("source", "?")
+        out.setdefault(src, {"events": 0, "work_items": Counter(), "skipped": Counter()})["work_items"][i.kind] += 1
+    for r in rejections:
+        if r.stage == "work_items":
+            src = r.detail.split(":", 1)[0] or "?"
+            out.setdefault(src, {"events": 0, "work_items": Counter(), "skipped": Counter()})["skipped"][r.reason] += 1
+    return {s: {"events": v["events"], "work_items": dict(sorted(v["work_items"].items())),
+                "skipped": dict(v["skipped"].most_common())} for s, v in sorted(out.items())}
+
+
+def _key(e: Event) -> tuple:
+    return (e.ts, e.event_id)
+
+
+class _Miner:
+    def __init__(self, dataset: str, events: list[Event], links: list, config: DatasetConfig):
+        self.dataset, self.config = dataset, config
+        self.events = sorted(events, key=_key)
+        self.by_id = {e.event_id: e for e in self.events}
+        self.rejections: list[Rejection] = []
+        self.children: dict[str, list[Event]] = defaultdict(list)
+        for e in self.events:
+            if e.parent_id:
+                self.children[e.parent_id].append(e)
+        self.window = dt.timedelta(hours=config.answer_window_hours)
+        self.issue_events = {e.native_id: e for e in self.events if e.kind in ISSUE_KINDS}
+        # mail and chat messages that mention an issue (by key or URL), from the links table
+        self.mentions: dict[str, list[Event]] = defaultdict(list)
+        for link in links:
+            if link.kind in MENTION_KINDS and link.to_event_id in self.by_id and link.from_event_id in self.by_id:
+                src = self.by_id[link.from_event_id]
+                if src.source in ("email", "slack"):
+                    self.mentions[link.to_event_id].append(src)
+
+    def skip(self, kind: str, e: Event, reason: str, detail: str = "") -> None:
+        self.rejections.append(Rejection(dataset=self.dataset, stage="work_items", family=kind,
+                                         subject_id=e.native_id, reason=reason,
+                                         detail=f"{e.source}:{detail}"[:500]))
+
+    def item(self, kind: str, request: Event, outcome: list[Event], context: list[Event], attrs: dict,
+             thread_key: str | None = None) -> WorkItem:
+        lineage = sorted({request.event_id, *(e.event_id for e in outcome), *(e.event_id for e in context)})
+        context = sorted({e.event_id: e for e in context}.values(), key=_key)
+        return WorkItem(item_id=content_hash("work_item", self.dataset, kind, request.native_id), dataset=self.dataset,
+                        kind=kind, thread_key=thread_key or request.native_id, request_event_id=request.event_id,
+                        outcome_event_ids=[e.event_id for e in outcome],
+                        context_event_ids=[e.event_id for e in context],
+                        ts=request.ts, attrs={"source": request.source, **attrs}, lineage=lineage)
+
+    # -- issues and their fixing commits ------------------------------------------------------------
+
+    def issues(self) -> list[WorkItem]:
+        jira = {k: e for k, e in self.issue_events.items() if e.source == "jira"}
+        links, rejections = link_commits(self.events, set(jira))
+        self.rejections += rejections
+        fixes: dict[str, list[Link]] = defaultdict(list)
+        for link in links:
+            fixes[link.key].append(link)
+        thread: dict[str, list[Event]] = defaultdict(list)
+        for e in self.events:
+            if e.thread_key in self.issue_events and e.kind not in ISSUE_KINDS:
+                thread[e.thread_key].append(e)
+        self.threads = thread
+        self.fixes = fixes
+        commit_ts = {e.event_id: e.ts for e in self.events if e.kind == "commit"}
+        items = []
+        for key, issue in sorted(self.issue_events.items()):
+            fix = sorted(fixes.get(key, []), key=lambda link: (commit_ts[link.commit_event_id], link.sha))
+            mentions = sorted({e.event_id: e for e in self.mentions.get(issue.event_id, [])}.values(), key=_key)
+            context = thread.get(key, []) + mentions
+            items.append(self.item(
+                "issue", issue, [self.by_id[link.commit_event_id] for link in fix], context,
+                {"key": key, "project": issue.attrs.get("project"),
+                 "fix_shas": [link.sha for link in fix],
+                 "fix_ts": [commit_ts[link.commit_event_id].isoformat() for link in fix],
+                 "mentions": len(mentions),
+                 "sources": sorted({issue.source, *(e.source for e in context),
+                                    *("git" for _ in fix[:1])})},
+                thread_key=key))
+        return items
+
+    # -- e-mail: a request and the reply that answered it --------------------------------------------
+
+    def answer_of(self, kind: str, q: Event, replies: list[Event]) -> Event | None:
+        """The first reply that answers `q`; records why there is none."""
+        if not replies:
+            self.skip(kind, q, SKIP_NO_REPLY)
+            return None
+        asker, reasons = person_of(q), []
+        for r in replies:
+            if person_of(r) == asker:
+                reasons.append(SKIP_SELF_REPLY)
+            elif automated(r):
+                reasons.append(SKIP_AUTO_REPLY)
+            elif is_trivial(new_text(r)):
+                reasons.append(SKIP_EMPTY_REPLY)
+            elif r.ts - q.ts > self.window:
+                reasons.append(SKIP_LATE)
+            else:
+                return r
+        order = (SKIP_LATE, SKIP_EMPTY_REPLY, SKIP_AUTO_REPLY, SKIP_SELF_REPLY)
+        self.skip(kind, q, next(x for x in order if x in reasons), f"{len(replies)} replies")
+        return None
+
+    def candidate(self, kind: str, e: Event) -> bool:
+        why = automated(e)
+        if why:
+            self.skip(kind, e, SKIP_AUTOMATED, why)
+            return False
+        text = new_text(e)
+        if not text and not (e.title or "").strip():
+            self.skip(kind, e, SKIP_EMPTY)
+            return False
+        # a reply's subject ("Re: Please reset my password") is its thread's request, not its own
+        if not is_request(text if e.parent_id else f"{e.title or ''}\n{text}"):
+            self.skip(kind, e, SKIP_NOT_REQUEST)
+            return False
+        return True
+
+    def emails(self) -> list[WorkItem]:
+        threads: dict[str, list[Event]] = defaultdict(list)
+        for e in self.events:
+            if e.source == "email":
+                threads[e.thread_key].append(e)
+        items = []
+        for e in self.events:
+            if e.source != "email" or e.kind != "email" or not self.candidate("email_reply", e):
+                continue
+            replies = [r for r in self.children.get(e.event_id, []) if r.source == "email"]
+            answer = self.answer_of("email_reply", e, replies)
+            if answer is None:
+                continue
+            before = [x for x in threads[e.thread_key] if _key(x) < _key(e)]
+            items.append(self.item("email_reply", e, [answer], before[-self.config.context_messages:] if
+                                   self.config.context_messages else [],
+                                   {"subject": e.title or "", "list": e.attrs.get("list_id"),
+                                    "in_thread": bool(e.parent_id),
+                                    "answer_delay_h": round((answer.ts - e.ts).total_seconds() / 3600, 2)},
+                                   thread_key=e.thread_key))
+        return items
+
+    # -- Slack: a question and the answer by someone else --------------------------------------------
+
+    def chats(self) -> list[WorkItem]:
+        channel: dict[str, list[Event]] = defaultdict(list)   # top-level messages per channel, time order
+        for e in self.events:
+            if e.source == "slack" and not e.parent_id:
+                channel[e.attrs.get("channel_id") or ""].append(e)
+        keys = {c: [_key(e) for e in es] for c, es in channel.items()}
+        channel_window = dt.timedelta(hours=self.config.channel_answer_hours)
+        items, answered = [], set()
+        for q in self.events:
+            if q.source != "slack" or q.parent_id or q.kind != "message" or not self.candidate("chat_answer", q):
+                continue
+            ch = q.attrs.get("channel_id") or ""
+            asker = person_of(q)
+            replies = [r for r in self.children.get(q.event_id, []) if r.source == "slack"]
+            in_thread = True
+            if not any(person_of(r) != asker and not automated(r) for r in replies):
+                # no thread answer: the next channel message by someone else that addresses the asker
+                # or is not a question of its own
+                pos = bisect.bisect_right(keys[ch], _key(q))
+                later, first = [], True
+                for r in channel[ch][pos:]:
+                    if r.ts - q.ts > channel_window:
+                        break
+                    if person_of(r) == asker or automated(r):
+                        continue
+                    mentioned = {str(m.get("name", "")).lower() for m in r.attrs.get("mentions") or []}
+                    if (q.actor_name or "").lower() in mentioned or (
+                            first and r.ts - q.ts <= ADJACENT and not is_request(new_text(r))):
+                        later = [r]      # addresses the asker, or is the very next message and no question
+                        break
+                    first = False
+                if later:
+                    replies, in_thread = later, False
+            answer = self.answer_of("chat_answer", q, replies)
+            if answer is None:
+                continue
+            if answer.event_id in answered:        # a follow-up ("anyone?") of a question already answered
+                self.skip("chat_answer", q, SKIP_ANSWER_TAKEN)
+                continue
+            answered.add(answer.event_id)
+            pos = bisect.bisect_left(keys[ch], _key(q))
+            n = self.config.context_messages
+            context = [e for e in channel[ch][max(0, pos - n):pos] if not automated(e)] if n else []
+            items.append(self.item("chat_answer", q, [answer], context,
+                                   {"channel": q.attrs.get("channel_name"), "in_thread": in_thread,
+                                    "answer_delay_h": round((answer.ts - q.ts).total_seconds() / 3600, 2)},
+                                   thread_key=q.thread_key))
+        return items
+
+    # -- tickets resolved with a comment -------------------------------------------------------------
+
+    def resolutions(self) -> list[WorkItem]:
+        window = dt.timedelta(hours=self.config.resolution_window_hours)
+        items = []
+        for key, issue in sorted(self.issue_events.items()):
+            thread = self.threads.get(key, [])
+            resolved_at = None
+            for e in thread:
+                a = e.attrs or {}
+                if e.kind == "field_changed" and str(a.get("field", "")).lower() in ("status", "resolution") and \
+                        str(a.get("toString") or "").lower() in RESOLVED or e.kind == "closed":
+                    resolved_at = resolved_at or e.ts
+            if resolved_at is None:
+                self.skip("resolution", issue, SKIP_NOT_RESOLVED, key)
+                continue
+            notes = [e for e in thread if e.kind == "comment" and abs(e.ts - resolved_at) <= window
+                     and not automated(e) and not is_trivial(new_text(e))]
+            if not notes:
+                self.skip("resolution", issue, SKIP_NO_NOTE, key)
+                continue
+            note = min(notes, key=lambda e: (abs(e.ts - resolved_at), e.event_id))
+            fix = [self.by_id[link.commit_event_id] for link in self.fixes.get(key, [])]
+            before = [e for e in thread if _key(e) < _key(note)]
+            mentions = [e for e in self.mentions.get(issue.event_id, []) if _key(e) < _key(note)]
+            items.append(self.item("resolution", issue, [note], before + fix + mentions,
+                                   {"key": key, "resolved_at": resolved_at.isoformat(),
+                                    "resolution": issue.attrs.get("resolution"),
+                                    "fix_shas": [link.sha for link in self.fixes.get(key, [])]},
+                                   thread_key=key))
+        return items

@@ -34,6 +34,7 @@ Progress = Callable[[str], None]
 class StageResult:
     counts: dict[str, int | float | str] = field(default_factory=dict)
     preview: list[dict] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)   # richer metadata for the asset (tables, images)
 
 
 def _preview(rows: Iterable, fields: tuple[str, ...], n: int = 5) -> list[dict]:
@@ -247,15 +248,38 @@ def links(store: Store, dataset: str) -> StageResult:
 
 
 
-def work_items(store: Store, dataset: str) -> StageResult:
+def work_items(store: Store, dataset: str, config: DatasetConfig | None = None) -> StageResult:
     events = store.read("anonymized_events", dataset)
-    items, rejections = mining.build_work_items(dataset, events)
+    items, rejections = mining.build_work_items(dataset, events, store.read("links", dataset), config)
     store.replace("work_items", dataset, items)
     record_rejections(store, dataset, "work_items", rejections)
-    return StageResult({"work_items": len(items), "with_fix": sum(1 for i in items if i.attrs.get("fix_shas")),
-                        "skipped": len(rejections)},
-                       [{"item": i.thread_key, "kind": i.kind, "fixing_commits": str(len(i.attrs.get("fix_shas", []))),
-                         "context_events": str(len(i.context_event_ids))} for i in items[:5]])
+    kinds = Counter(i.kind for i in items)
+    with_fix = sum(1 for i in items if i.kind == "issue" and i.attrs.get("fix_shas"))
+    counts = {"work_items": len(items), "with_fix": with_fix,
+              "skipped": len(rejections), **{f"kind_{k}": v for k, v in sorted(kinds.items())}}
+    per_source = mining.funnel_by_source(events, items, rejections)
+    rows = [{"source": src, "events": str(f["events"]),
+             "work items": ", ".join(f"{k} {v}" for k, v in f["work_items"].items()) or "0",
+             "skipped": "; ".join(f"{r} {n}" for r, n in f["skipped"].items()) or "0"}
+            for src, f in per_source.items()]
+    return StageResult(counts, rows)
+
+
+def clusters(store: Store, dataset: str, config: DatasetConfig | None = None) -> StageResult:
+    """Near-duplicate groups, families and splits of the work items (task_builders.cluster)."""
+    from task_builders.cluster import organize
+
+    config = config or DatasetConfig()
+    events = {e.event_id: e for e in store.iter("anonymized_events", dataset)}
+    items = store.read("work_items", dataset)
+    result = organize.organize(store, dataset, items, events, config)
+    store.replace("clusters", dataset, result.rows)
+    report = store.home / "reports" / dataset
+    report.mkdir(parents=True, exist_ok=True)
+    if result.map_png:
+        (report / "families.png").write_bytes(result.map_png)
+    return StageResult(result.counts, result.preview, extra={"families": result.families, "map": result.map_png,
+                                                              "map_path": str(report / "families.png")})
 
 
 # --- 5. tasks ----------------------------------------------------------------------------------------
@@ -264,9 +288,21 @@ def tasks(store: Store, dataset: str, config: DatasetConfig) -> StageResult:
     events = {e.event_id: e for e in store.iter("anonymized_events", dataset)}
     index_file = repos_index(store, dataset)
     repos = json.loads(index_file.read_text()) if index_file.exists() else {}
-    ctx = BuildContext(dataset, events, store.read("work_items", dataset), store.worlds(dataset), config, repos)
-    built: list[Task] = []
+    items = store.read("work_items", dataset)
+    placed = {c.item_id: c for c in store.read("clusters", dataset)}
     rejected: list[Rejection] = []
+    used = {k for name, f in families().items() if name in config.families for k in f.kinds}
+    if placed:   # one task per near-duplicate group: its representative
+        for i in items:
+            c = placed.get(i.item_id)
+            if c is not None and not c.representative and i.kind in used:
+                rejected.append(Rejection(dataset=dataset, stage="candidates", family=i.kind, subject_id=i.thread_key,
+                                          reason="near-duplicate of another work item",
+                                          detail=f"group {c.dup_group[:12]} of {c.dup_count}"))
+        items = [i for i in items if i.item_id not in placed or placed[i.item_id].representative]
+    splits = {k: (c.split, c.canary) for k, c in placed.items()}
+    ctx = BuildContext(dataset, events, items, store.worlds(dataset), config, repos, splits)
+    built: list[Task] = []
     per_family: Counter = Counter()
     for name, family in families().items():
         if name not in config.families:

@@ -5,7 +5,9 @@ Invariants:
   (`duckdb_ddl`) are derived from the model, never written by hand, so there is exactly one place a
   column is declared.
 - Nested values (dicts, lists of dicts) are stored as canonical JSON strings so that every engine
-  (DuckDB, Spark, Trino, pandas) reads the Parquet files without a custom type.
+  (DuckDB, Spark, Trino, pandas) reads the Parquet files without a custom type. Two list types are native:
+  `list[str]` (Arrow list<string>, DuckDB VARCHAR[]) and `list[float]` (Arrow list<float32>, DuckDB
+  FLOAT[]; vectors: 4 bytes a number, and Parquet stores them without a JSON parse on every read).
 - Timestamps are UTC, microsecond precision.
 """
 
@@ -216,8 +218,44 @@ class Rejection(Record):
     detail: str = ""
 
 
+class Cluster(Record):
+    """Where a work item sits: its family, its near-duplicate group, its split (task_builders.cluster)."""
+
+    table: ClassVar[str] = "clusters"
+    key: ClassVar[tuple[str, ...]] = ("item_id",)
+
+    item_id: str
+    dataset: str
+    kind: str
+    ts: UtcDatetime
+    family: str                      # "f<rank>", 0 = the largest family
+    family_label: str                # top terms, e.g. "normalize / none / attributeerror"
+    family_size: int                 # items in the family
+    dup_group: str                   # item_id of the group's representative (itself when unique)
+    dup_count: int                   # items in its near-duplicate group
+    representative: bool             # the one item of its group that becomes a task
+    split: str                       # train | test
+    canary: str = ""                 # the dataset's canary string on test items
+    x: float = 0.0                   # the 2-D map (PCA of the request's embedding)
+    y: float = 0.0
+
+
+class Embedding(Record):
+    """The vector of one text under one model; task_builders.cluster.embed is the only writer.
+
+    content_hash is sha256 of the model id and the text, so one table holds any number of models and a
+    text is embedded once per model and dataset (`Store.append_arrow` keeps the first row of a key)."""
+
+    table: ClassVar[str] = "embeddings"
+    key: ClassVar[tuple[str, ...]] = ("content_hash",)
+
+    content_hash: str
+    model: str                       # "<name>@<first 8 hex of the weights' sha256>"
+    vector: list[float]              # float32, L2-normalized
+
+
 TABLES: dict[str, type[Record]] = {m.table: m for m in (Event, Quarantine, Identity, Link, WorkItem, Task,
-                                                         Validation, Rejection)}
+                                                         Validation, Rejection, Cluster, Embedding)}
 
 
 # --- derivation of Arrow and DuckDB schemas -------------------------------------------------------
@@ -231,6 +269,9 @@ def _strip_optional(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
+_NATIVE_LISTS = {str: pa.string(), float: pa.float32()}  # list[X] stored as an Arrow list, not JSON
+
+
 def _is_json(annotation: Any) -> bool:
     base, _ = _strip_optional(annotation)
     origin = typing.get_origin(base)
@@ -238,7 +279,7 @@ def _is_json(annotation: Any) -> bool:
         return True
     if origin is list:
         (inner,) = typing.get_args(base)
-        return inner is not str
+        return inner not in _NATIVE_LISTS
     return False
 
 
@@ -247,7 +288,7 @@ def _arrow_type(annotation: Any) -> pa.DataType:
     if _is_json(base):
         return pa.string()
     if typing.get_origin(base) is list:
-        return pa.list_(pa.string())
+        return pa.list_(_NATIVE_LISTS[typing.get_args(base)[0]])
     mapping = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(),
                dt.datetime: pa.timestamp("us", tz="UTC")}
     try:
@@ -265,7 +306,8 @@ def arrow_schema(model: type[Record]) -> pa.Schema:
 
 
 _DUCK = {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN",
-         pa.timestamp("us", tz="UTC"): "TIMESTAMPTZ", pa.list_(pa.string()): "VARCHAR[]"}
+         pa.timestamp("us", tz="UTC"): "TIMESTAMPTZ", pa.list_(pa.string()): "VARCHAR[]",
+         pa.list_(pa.float32()): "FLOAT[]"}
 
 
 def duckdb_ddl(model: type[Record]) -> str:
@@ -283,3 +325,25 @@ def to_table(model: type[Record], records: typing.Iterable[Record]) -> pa.Table:
             raise TypeError(f"{type(r).__name__} written to table {model.table}")
         rows.append(r.to_row())
     return pa.Table.from_pylist(rows, schema=arrow_schema(model))
+
+
+def conform(model: type[Record], data: pa.Table) -> pa.Table:
+    """An Arrow table -> the table's schema (columns reordered, types cast safely), or TypeError/ValueError.
+
+    The bulk counterpart of `to_table` for writers that never build one pydantic model per row (vectors):
+    every declared column must be there and no other, and a non-nullable column must hold no null."""
+    schema = arrow_schema(model)
+    missing = [n for n in schema.names if n not in data.column_names]
+    extra = [n for n in data.column_names if n not in schema.names]
+    if missing or extra:
+        raise TypeError(f"table {model.table}: columns {'missing ' + ', '.join(missing) if missing else ''}"
+                        f"{'; ' if missing and extra else ''}{'unknown ' + ', '.join(extra) if extra else ''}")
+    try:
+        out = data.select(schema.names).cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise TypeError(f"table {model.table}: {exc}") from None
+    for f in schema:
+        column = out.column(f.name)
+        if not f.nullable and column.null_count:
+            raise ValueError(f"table {model.table}: {column.null_count} nulls in non-nullable column {f.name}")
+    return out

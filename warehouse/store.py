@@ -15,6 +15,9 @@ Invariants:
   the previous version intact.
 - Rows are sorted by the table's key before writing, so unchanged content gives byte-identical files;
   `merge` keeps an existing row when only its run id differs, so a re-run adds nothing.
+- The Arrow path (`write_arrow`, `append_arrow`) writes the same files as the record path (same schema,
+  same order by key, same Parquet settings) without one pydantic model per row: for bulk tables such as
+  embeddings. `append_arrow` adds only new keys and leaves the file untouched when there are none.
 - Nothing here knows any source format.
 """
 
@@ -27,9 +30,10 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from warehouse.schemas import TABLES, Record, arrow_schema, duckdb_ddl, to_table
+from warehouse.schemas import TABLES, Record, arrow_schema, conform, duckdb_ddl, to_table
 
 PRIVATE_TABLES = {"events", "quarantine", "identities"}
 # Anonymized events share the Event schema but live in the public area under their own name.
@@ -103,10 +107,35 @@ class Store:
             self._write(table, dataset, [merged[k] for k in sorted(merged)])
         return MergeStats(added, changed, len(merged))
 
+    def write_arrow(self, table: str, dataset: str, data: pa.Table) -> int:
+        """`replace` for an Arrow table: validated (`schemas.conform`), deduplicated by key (the last row of a
+        key wins), sorted by key; returns the number of rows written."""
+        model = self.model(table)
+        data = _sorted_unique(model, conform(model, data))
+        self._write_table(table, dataset, data)
+        return data.num_rows
+
+    def append_arrow(self, table: str, dataset: str, data: pa.Table) -> MergeStats:
+        """Add the rows whose key is not in the partition yet; a stored key keeps its row (for tables whose
+        key is a hash of the content). Nothing new and the file exists: the file is not touched."""
+        model = self.model(table)
+        data = conform(model, data)
+        existing = self.read_arrow(table, dataset)
+        if existing.num_rows and data.num_rows:
+            have = pc.is_in(_key_column(model, data), value_set=_key_column(model, existing))
+            data = data.filter(pc.invert(have))
+        data = _sorted_unique(model, data)
+        if data.num_rows or not self.partition(table, dataset).exists():
+            merged = pa.concat_tables([conform(model, existing), data]) if existing.num_rows else data
+            self._write_table(table, dataset, _sorted_unique(model, merged))
+        return MergeStats(data.num_rows, 0, existing.num_rows + data.num_rows)
+
     def _write(self, table: str, dataset: str, records: list[Record]) -> None:
+        self._write_table(table, dataset, to_table(self.model(table), records))
+
+    def _write_table(self, table: str, dataset: str, data: pa.Table) -> None:
         path = self.partition(table, dataset)
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = to_table(self.model(table), records)
         tmp = path.with_suffix(f".tmp-{os.getpid()}")
         pq.write_table(data, tmp, compression="zstd", write_statistics=True)
         os.replace(tmp, path)
@@ -163,6 +192,23 @@ class Store:
     def query(self, sql: str, params: list | None = None) -> list[tuple]:
         with self.connect() as con:
             return con.execute(sql, params or []).fetchall()
+
+
+def _key_column(model: type[Record], data: pa.Table) -> pa.Array:
+    """The key of every row as one string column (`_key`'s str() of each part, joined by NUL)."""
+    parts = [pc.cast(data.column(k), pa.string()).combine_chunks() for k in model.key]
+    return parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "\0")
+
+
+def _sorted_unique(model: type[Record], data: pa.Table) -> pa.Table:
+    """One row per key (the last one), ordered by key as `_write` orders records; one chunk."""
+    keys = _key_column(model, data)
+    if pc.count_distinct(keys).as_py() == len(keys):
+        order = pc.sort_indices(keys)  # UTF-8 byte order == the code-point order of Python's sorted()
+    else:
+        last = {k: i for i, k in enumerate(keys.to_pylist())}
+        order = pa.array([last[k] for k in sorted(last)], pa.int64())
+    return data.take(order).combine_chunks()
 
 
 def _key(model: type[Record], r: Record) -> tuple:

@@ -51,7 +51,7 @@ from pydantic import Field
 from extractors.base import Extractor, ExtractorConfig, Row, register_extractor
 from extractors.email.mbox import HEADER_LINE, from_line_date, is_separator, iter_mbox, open_stream
 from extractors.email.message import Mail, Unusable, read_message
-from extractors.email.text import new_text, thread_subject
+from extractors.email.text import is_reply_subject, new_text, thread_subject
 from extractors.email.threads import ThreadIndex
 from warehouse.ids import content_hash, event_id
 
@@ -151,7 +151,8 @@ class _MailExtractor(Extractor):
             return
         refs = [r for r in mail.references if r != native]
         irt = mail.in_reply_to if mail.in_reply_to != native else None
-        thread_key, how = index.assign(native, refs, irt, thread_subject(mail.subject), ts)
+        thread_key, how = index.assign(native, refs, irt, thread_subject(mail.subject), ts,
+                                       reply=is_reply_subject(mail.subject))
         parent = irt or (refs[-1] if refs else None)
         try:
             event = self.event(kind="email", native_id=native, thread_key=thread_key,

@@ -271,6 +271,15 @@ _SUBJECT_PREFIXES = re.compile(r"^(?:\s*(?:(?:re|fwd?|aw|wg|sv|vs|antw|ref|tr|ri
 _SUBJECT_SUFFIX = re.compile(r"\s*\((?:fwd|fw)\)\s*$", re.I)
 
 
+_REPLY_PREFIX = re.compile(r"^\s*(?:\[[^\]]{0,80}\]\s*)*(?:re|fwd?|aw|wg|sv|vs|antw|ref|tr|rif|odp|r|res|enc)\s*"
+                           r"(?:\[\d+\]|\(\d+\)|\^\d+)?\s*[:：]", re.I)
+
+
+def is_reply_subject(subject: str | None) -> bool:
+    """Does the subject say it answers or forwards another message (Re:, AW:, Fwd:, after any [list] tag)?"""
+    return bool(_REPLY_PREFIX.match(subject or ""))
+
+
 def thread_subject(subject: str | None) -> str:
     """The subject as threads share it: without Re:/Fwd:/AW:/[list] prefixes, case-folded."""
     s = " ".join((subject or "").split())

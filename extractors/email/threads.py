@@ -33,8 +33,10 @@ class ThreadIndex:
         return message_id in self._ids
 
     def assign(self, message_id: str, references: list[str], in_reply_to: str | None, subject_key: str,
-               ts: dt.datetime) -> tuple[str, str]:
-        """(thread key, how: "references" | "subject" | "self") of a message, and remember it."""
+               ts: dt.datetime, reply: bool = True) -> tuple[str, str]:
+        """(thread key, how: "references" | "subject" | "self") of a message, and remember it. Only a reply
+        (`reply`: its subject had a Re:/AW:/Fwd: prefix) joins a thread by subject: two people who both
+        write "Please reset my password" start two threads."""
         chain = [*references[:1], *([in_reply_to] if in_reply_to else []), *references[1:]]
         key = how = None
         if chain:
@@ -43,7 +45,7 @@ class ThreadIndex:
             if known is not None:
                 self._ids.move_to_end(known)  # a thread still being answered stays in memory
             key = self._ids[known] if known is not None else chain[0]
-        elif subject_key:
+        elif subject_key and reply:
             hit = self._subjects.get(subject_key)
             if hit is not None and abs(ts - hit[1]) <= self.window:
                 key, how = hit[0], "subject"

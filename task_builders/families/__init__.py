@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graders.rubric import Rubric, grade
+from task_builders.cluster.splits import canary
 from task_builders.config import DatasetConfig
 from task_builders.worlds import manifest, world_hash
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Rejection, Task, WorkItem
 
-CANARY_PREFIX = "taskmine canary GUID"
 
 
 @dataclass
@@ -32,6 +32,7 @@ class BuildContext:
     world_root: Path                      # $TASKMINE_HOME/worlds/<dataset>
     config: DatasetConfig
     repos: dict[str, dict] = field(default_factory=dict)  # repo name -> {"path", "sha_map"}
+    splits: dict[str, tuple[str, str]] = field(default_factory=dict)  # item_id -> (split, canary) from clusters
 
     def by_kind(self, kind: str) -> list[Event]:
         return [e for e in self.events.values() if e.kind == kind]
@@ -39,6 +40,7 @@ class BuildContext:
 
 class Family(ABC):
     name: str = ""
+    kinds: tuple[str, ...] = ("issue",)   # the work-item kinds it builds tasks from
 
     @abstractmethod
     def build(self, ctx: BuildContext) -> Iterator[Task | Rejection]:
@@ -66,13 +68,16 @@ class Family(ABC):
                 "cutoff": cutoff.isoformat(), "world": wh, "reference": reference,
                 "rubric": rubric.model_dump(mode="json")}
         task_id = content_hash("task", body)[:32]
-        test = int(content_hash("split", ctx.dataset, item.thread_key)[:8], 16) / 0xFFFFFFFF < ctx.config.test_share
+        if item.item_id in ctx.splits:        # the clusters stage: no near-duplicate crosses the splits
+            split, mark = ctx.splits[item.item_id]
+        else:                                 # no clustering ran: a hash of the thread
+            test = int(content_hash("split", ctx.dataset, item.thread_key)[:8], 16) / 0xFFFFFFFF < ctx.config.test_share
+            split, mark = ("test", canary(ctx.dataset)) if test else ("train", "")
         return Task(
             task_id=task_id, dataset=ctx.dataset, family=self.name, item_id=item.item_id, prompt=prompt,
             cutoff=cutoff, world={"dir": str(world_dir.relative_to(ctx.world_root)), **m}, world_hash=wh,
             reference=reference, rubric=rubric.model_dump(mode="json"), lineage=item.lineage,
-            split="test" if test else "train",
-            canary=f"{CANARY_PREFIX} {content_hash('canary', ctx.dataset)[:32]}" if test else "",
+            split=split, canary=mark,
         )
 
 

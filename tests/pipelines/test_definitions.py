@@ -13,14 +13,15 @@ from pipelines.resources import ExportsResource
 def test_definitions_load_with_every_stage_and_check():
     Definitions.validate_loadable(defs)
     keys = {k.to_user_string() for a in STAGES for k in a.keys}
-    assert keys == {"raw_events", "identities", "anonymized_events", "links", "work_items", "tasks",
+    assert keys == {"raw_events", "identities", "anonymized_events", "links", "work_items", "clusters", "tasks",
                     "validations", "published_dataset"}
     graph = defs.resolve_asset_graph()
     assert {c.name for c in graph.asset_check_keys} == {"events_schema", "quarantine_rate", "anonymized_leaks",
+                                                        "work_item_lineage", "splits_leakage_safe",
                                                         "oracle_and_null", "leak_audit"}
     assert all(graph.get(k).partitions_def == datasets for k in graph.get_all_asset_keys())
     groups = {graph.get(k).group_name for k in graph.get_all_asset_keys()}
-    assert len(groups) == 7  # one group per stage
+    assert len(groups) == 8  # one group per stage
     assert defs.resolve_job_def("taskmine_job") is not None
 
 

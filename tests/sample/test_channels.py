@@ -332,7 +332,7 @@ def test_counts_grow_linearly_with_scale(out, truth, tmp_path):
         return sum(x["messages"] for x in sources["mail"]), sources["slack"]["messages"] - joins
 
     small = truth["sources"]
-    assert 20 <= sum(x["messages"] for x in small["mail"]) <= 40 and 40 <= small["slack"]["messages"] <= 80
+    assert 20 <= sum(x["messages"] for x in small["mail"]) <= 50 and 40 <= small["slack"]["messages"] <= 80
     summary = write_sample(tmp_path, seed=0, scale=4)
     big = json.loads(summary.truth_path.read_text(encoding="utf-8"))["sources"]
     (m1, s1), (m4, s4) = counts(out, small), counts(tmp_path, big)

@@ -65,7 +65,7 @@ def texts(out, truth) -> list[tuple[dict, str]]:
 
 
 def test_schema_and_every_item_slices_exactly(out, truth):
-    assert truth["schema"] == "taskmine.sample.truth/3" and "commit:<sha>:diff" in truth["offsets"]
+    assert truth["schema"] == "taskmine.sample.truth/4" and "commit:<sha>:diff" in truth["offsets"]
     cache: dict = {}
     for item in truth["pii"]:  # people too: text_at must agree with the offsets of every location kind
         assert text_at(out, item, cache)[item["start"]:item["end"]] == item["value"], item

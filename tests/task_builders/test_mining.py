@@ -33,10 +33,11 @@ def test_work_items_link_fixes_and_skip_merges():
         ev("comment", "ALOY-12#comment-1", 1, thread_key="ALOY-12", body="looking"),
     ]
     items, rejections = build_work_items("d", events)
-    by_key = {i.thread_key: i for i in items}
+    by_key = {i.thread_key: i for i in items if i.kind == "issue"}
     assert by_key["ALOY-12"].attrs["fix_shas"] == ["b" * 40]
     assert by_key["ALOY-123"].attrs["fix_shas"] == ["a" * 40]
     assert len(by_key["ALOY-12"].context_event_ids) == 1
-    assert [r.subject_id for r in rejections] == ["c" * 40]
+    assert [r.subject_id for r in rejections if r.reason.startswith("merge")] == ["c" * 40]
+    assert {r.reason for r in rejections if r.family == "resolution"} == {"not resolved"}
     again, _ = build_work_items("d", list(reversed(events)))
     assert [i.item_id for i in again] == [i.item_id for i in items]
