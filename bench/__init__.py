@@ -22,4 +22,8 @@ def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False
         from bench.anonymize import bench_anonymize
 
         return bench_anonymize(scale, out, memory)
-    raise ValueError(f"unknown benchmark {what!r}; choose: ingest, anonymize")
+    if what == "embed":
+        from bench.embed import bench_embed
+
+        return bench_embed(scale, out)
+    raise ValueError(f"unknown benchmark {what!r}; choose: ingest, anonymize, embed")

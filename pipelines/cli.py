@@ -25,6 +25,7 @@ EXAMPLES = """examples:
   taskmine extractors new zendesk_json      # scaffold a connector + fixture + contract test
   taskmine extractors check ~/exports/acme
   taskmine bench ingest --scale 50
+  taskmine bench embed --scale 10          # cached embeddings vs plain sentence-transformers
 """
 
 
@@ -222,8 +223,8 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("path", nargs="?", metavar="PATH|NAME", help="export folder (check) or connector name (new)")
     e.set_defaults(fn=cmd_extractors)
 
-    b = sub.add_parser("bench", help="benchmarks: ingest, anonymize")
-    b.add_argument("what", choices=["ingest", "anonymize"])
+    b = sub.add_parser("bench", help="benchmarks: ingest, anonymize, embed")
+    b.add_argument("what", choices=["ingest", "anonymize", "embed"])
     b.add_argument("--scale", type=int, default=50)
     b.add_argument("--out", help="folder for the generated input (default: a temp folder)")
     b.add_argument("--memory", action="store_true", help="also peak RSS per extractor at --scale and 10x it")
@@ -242,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("TASKMINE_DEBUG"):
             raise
         known = exc.__class__.__name__ in {"UserError", "ConfigError", "NothingToIngest", "DatasetError",
-                                            "LeakError", "SandboxError", "SandboxUnavailable", "KeyError"}
+                                            "LeakError", "SandboxError", "SandboxUnavailable", "KeyError",
+                                            "ModelError"}
         msg = str(exc) if known else f"{type(exc).__name__}: {exc} (set TASKMINE_DEBUG=1 for the traceback)"
         print(f"taskmine: error: {msg.strip().splitlines()[0] if msg.strip() else type(exc).__name__}",
               file=sys.stderr)

@@ -1,8 +1,8 @@
 """Organize work items: near-duplicate groups, embeddings, families, the 2-D map and the splits.
 
 Steps (each item's text is its request: title/subject and the text it adds, `signals.request_text`):
-1. near-duplicate groups over the full request texts (dedup.py); the earliest item of a group is its
-   representative, the only one a task is built from;
+1. near-duplicate groups over the full request texts (dedup.py); the earliest item of a group (an issue
+   before the resolution item of the same issue) is its representative, the only one a task is built from;
 2. one embedding per group, of the representative's `gist` (subject and opening lines, no URLs or keys),
    through the content-hash cache (embed.py): a re-run embeds only new text;
 3. families over the group vectors (families.py); every member takes its group's family;
@@ -45,7 +45,8 @@ def organize(store, dataset: str, items: Sequence[WorkItem], events: Mapping[str
         def embed(texts):
             return embed_cached(store, dataset, texts)
 
-    items = sorted(items, key=lambda i: (i.ts, i.item_id))
+    # earliest first; of the items sharing one request (an issue and its resolution note) the issue leads
+    items = sorted(items, key=lambda i: (i.ts, i.kind != "issue", i.item_id))
     if not items:
         return Organized([], {"work_items": 0, "families": 0, "near_duplicate_groups": 0}, [])
     texts = [request_text(events[i.request_event_id]) if i.request_event_id in events else "" for i in items]
