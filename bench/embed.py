@@ -13,6 +13,8 @@ Runs, in this order, on one model and torch's thread count set by `task_builders
 1. baseline: `SentenceTransformer(model_dir, device="cpu").encode(texts)` with its defaults (batch 32, its
    own length sort by characters, no deduplication);
 2. cold: `embed_cached` into an empty store (every distinct text is embedded and written);
+   1 and 2 alternate `REPEATS` times (the cache file is deleted before each cold run); the best wall time
+   of each counts, with the CPU seconds of that run;
 3. warm: `embed_cached` again on the same store (best of `WARM_REPEATS`; nothing is embedded);
 4. warm in a fresh interpreter: the same call in a new process, imports included, checked to import no torch.
 Model loading is timed apart and is in none of the texts/s: the sha256 check of the weights, the import
@@ -35,6 +37,7 @@ from pathlib import Path
 
 DATASET = "bench"
 MAX_CHARS = 2000
+REPEATS = 2  # baseline and cold, alternating; the best wall time of each counts
 WARM_REPEATS = 3
 GOAL = 50  # warm must be at least this many times faster than cold
 KINDS = {("jira", "issue_created"), ("jira", "comment"), ("email", "email"), ("slack", "message"),
@@ -114,8 +117,15 @@ def _bench(workdir: Path, scale: int) -> int:
 
     load_before = os.getloadavg()[0]
     wall, cpu = {}, {}
-    base, wall["baseline"], cpu["baseline"] = _timed(lambda: baseline_model.encode(texts))
-    (cold, cold_stats), wall["cold"], cpu["cold"] = _timed(lambda: E.embed_cached(store, DATASET, texts))
+    runs: dict[str, list] = {"baseline": [], "cold": []}
+    for _ in range(REPEATS):  # alternating, so a change in the machine's load hits both sides
+        runs["baseline"].append(_timed(lambda: baseline_model.encode(texts)))
+        if store.partition(E.TABLE, DATASET).exists():
+            store.partition(E.TABLE, DATASET).unlink()
+        runs["cold"].append(_timed(lambda: E.embed_cached(store, DATASET, texts)))
+    base, wall["baseline"], cpu["baseline"] = min(runs["baseline"], key=lambda r: r[1])
+    (cold, cold_stats), wall["cold"], cpu["cold"] = min(runs["cold"], key=lambda r: r[1])
+    cold = runs["cold"][-1][0][0]  # the vectors the cache holds now
     cache_file = store.partition(E.TABLE, DATASET)
     before = _sha(cache_file)
     warm_runs = [_timed(lambda: E.embed_cached(store, DATASET, texts)) for _ in range(WARM_REPEATS)]
@@ -153,14 +163,14 @@ def _bench(workdir: Path, scale: int) -> int:
     return 0 if ok else 1
 
 
-def fresh_child(home: str) -> dict:
+def fresh_child(home: str, listing: str) -> dict:
     """A warm `embed_cached` in a new interpreter: wall time with its imports, and whether torch came in."""
     t0 = time.perf_counter()
     from task_builders.cluster.embed import TABLE, embed_cached
     from warehouse.store import Store
 
     store = Store(home)
-    texts = json.loads((Path(home) / "texts.json").read_text(encoding="utf-8"))
+    texts = json.loads(Path(listing).read_text(encoding="utf-8"))
     _, stats = embed_cached(store, DATASET, texts)
     wall = time.perf_counter() - t0
     return {"wall_s": round(wall, 3), "embedded": stats["embedded"], "torch_imported": "torch" in sys.modules,
@@ -169,9 +179,12 @@ def fresh_child(home: str) -> dict:
 
 def _fresh_process(home: Path, texts: list[str]) -> dict:
     """`fresh_child` in a new interpreter; the texts go through a file (the child runs no pipeline stage)."""
-    (home / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
-    code = "import json, sys; from bench.embed import fresh_child; print(json.dumps(fresh_child(sys.argv[1])))"
-    proc = subprocess.run([sys.executable, "-c", code, str(home)], capture_output=True, text=True, env=os.environ)
+    listing = home.parent / "embed-texts.json"
+    listing.write_text(json.dumps(texts), encoding="utf-8")
+    code = ("import json, sys; from bench.embed import fresh_child; "
+            "print(json.dumps(fresh_child(sys.argv[1], sys.argv[2])))")
+    proc = subprocess.run([sys.executable, "-c", code, str(home), str(listing)], capture_output=True, text=True,
+                          env=os.environ)
     if proc.returncode:
         raise RuntimeError(f"warm run in a fresh process failed: {proc.stderr.strip().splitlines()[-1:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -185,17 +198,18 @@ def _print(r: dict) -> None:
     print(f"model load, in no texts/s below: sha256 of the weights {m['verify_sha256']:.2f}s (once per process), "
           f"import sentence-transformers {m['import']:.2f}s, load: taskmine {m['project']:.2f}s, "
           f"baseline {m['baseline']:.2f}s")
-    print(f"{'run':<44} {'embedded':>8} {'wall s':>8} {'cpu s':>7} {'texts/s':>10}")
-    rows = [("baseline: SentenceTransformer.encode(texts)", "baseline"),
-            ("taskmine cold: embed_cached, empty store", "cold"),
+    print(f"{'run':<50} {'embedded':>8} {'wall s':>8} {'cpu s':>7} {'texts/s':>10}")
+    rows = [(f"baseline: SentenceTransformer.encode (best of {REPEATS})", "baseline"),
+            (f"taskmine cold: embed_cached, empty (best of {REPEATS})", "cold"),
             (f"taskmine warm: same store (best of {WARM_REPEATS})", "warm"),
             ("taskmine warm, fresh process (with imports)", "warm_fresh_process")]
     for label, k in rows:
         c = f"{r['cpu_s'][k]:>7.2f}" if k in r["cpu_s"] else f"{'-':>7}"
-        print(f"{label:<44} {r['embedded'][k]:>8} {r['wall_s'][k]:>8.3f} {c} {r['texts_per_s'][k]:>10,.1f}")
+        print(f"{label:<50} {r['embedded'][k]:>8} {r['wall_s'][k]:>8.3f} {c} {r['texts_per_s'][k]:>10,.1f}")
     a = r["agreement"]
     met = "met" if r["cold_over_warm"] >= r["goal_warm_over_cold"] else "MISSED"
-    print(f"cold vs baseline: {r['cold_vs_baseline']:.2f}x faster; cold/warm: {r['cold_over_warm']:,.0f}x "
+    print(f"baseline wall / cold wall: {r['cold_vs_baseline']:.2f}x; "
+          f"cold wall / warm wall: {r['cold_over_warm']:,.0f}x "
           f"(goal >= {r['goal_warm_over_cold']}x: {met})")
     print(f"vectors, baseline vs cold: max |diff| {a['max_abs_diff']:.2e}, min cosine {a['min_cosine']:.7f}; "
           f"warm == cold: {a['warm_equals_cold']}; cache file ({r['cache_file_bytes']:,} bytes) unchanged by the warm "

@@ -338,12 +338,11 @@ def conform(model: type[Record], data: pa.Table) -> pa.Table:
     if missing or extra:
         raise TypeError(f"table {model.table}: columns {'missing ' + ', '.join(missing) if missing else ''}"
                         f"{'; ' if missing and extra else ''}{'unknown ' + ', '.join(extra) if extra else ''}")
-    try:
-        out = data.select(schema.names).cast(schema)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise TypeError(f"table {model.table}: {exc}") from None
     for f in schema:
-        column = out.column(f.name)
-        if not f.nullable and column.null_count:
-            raise ValueError(f"table {model.table}: {column.null_count} nulls in non-nullable column {f.name}")
-    return out
+        nulls = data.column(f.name).null_count
+        if not f.nullable and nulls:
+            raise ValueError(f"table {model.table}: {nulls} nulls in non-nullable column {f.name}")
+    try:
+        return data.select(schema.names).cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise TypeError(f"table {model.table}: {exc}") from None
