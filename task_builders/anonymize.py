@@ -18,7 +18,7 @@ import json
 import os
 import re
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -367,38 +367,84 @@ NOT_NAME_WORDS = frozenset("""
 _NAME_WORD = re.compile(r"^[^\W\d_][^\W\d_'\u2019-]*(?:[-'\u2019][^\W\d_]+)*$")
 
 
-def discover(events: Iterable[Event], ner, allow: Iterable[str] = ()) -> tuple[list[str], list[str]]:
+def discover(events: Iterable[Event], ner, allow: Iterable[str] = (), workers: int = 1) -> tuple[list[str], list[str]]:
     """(outsider full names, places) NER finds in event titles and bodies (diffs excluded: code is not
     prose). Both must be words of letters; a person needs two or more; a place that shares a word with a
-    name is dropped; names and places on `allow` are kept."""
+    name is dropped; names and places on `allow` are kept.
+
+    NER reads each distinct paragraph once and skips paragraphs that cannot hold a name (`Ner.names`), with
+    `workers` processes; an object with only `people_and_places` (the plain path: every text whole) works
+    too. Streaming: the texts are not kept, only which words occur in lower case (`_LowerWords`)."""
     keep = {fold(a) for a in allow}
-    # NER reads at most the first NER_MAX_CHARS of a text (~30k chars/s: a 50 MB mail body would take half
-    # an hour); the names it finds are then replaced everywhere, in every text, whole.
-    texts = [t[:NER_MAX_CHARS] for ev in events for t in (ev.title, ev.body) if t]
+    lowered = _LowerWords()
+
+    def texts() -> Iterator[str]:
+        # NER reads at most the first NER_MAX_CHARS of a text (~30k chars/s: a 50 MB mail body would take half
+        # an hour); the names it finds are then replaced everywhere, in every text, whole.
+        for ev in events:
+            for t in (ev.title, ev.body):
+                if t:
+                    t = t[:NER_MAX_CHARS]
+                    lowered.add(t)
+                    yield t
+
+    if hasattr(ner, "names"):
+        found = ner.names(texts(), workers=workers)
+    else:
+        found = (sp for spans in ner.people_and_places(texts()) for sp in spans)
     people: set[str] = set()
     places: set[str] = set()
-    for spans in ner.people_and_places(texts):
-        for sp in spans:
-            value = " ".join(sp.value.split())
-            words = value.split()
-            # Only words of letters: "CORE-12" or "v2 API" tagged as a place by a small model are not one.
-            if fold(value) in keep or len(value) < 4 or not all(_NAME_WORD.match(w) for w in words):
-                continue
-            if sp.kind == "person" and len(words) >= 2:
-                # "Example St", "Bench Corp", "Ingrid Prescott Software Engineer", a span over a line
-                # break: not a person's name (and replacing it everywhere would break hosts and paths).
-                if "\n" not in sp.value and not {fold(w) for w in words[1:]} & NOT_NAME_WORDS:
-                    people.add(value)
-            elif sp.kind == "place":
-                places.add(value)
+    for sp in found:
+        value = " ".join(sp.value.split())
+        words = value.split()
+        # Only words of letters: "CORE-12" or "v2 API" tagged as a place by a small model are not one.
+        if fold(value) in keep or len(value) < 4 or not all(_NAME_WORD.match(w) for w in words):
+            continue
+        if sp.kind == "person" and len(words) >= 2:
+            # "Example St", "Bench Corp", "Ingrid Prescott Software Engineer", a span over a line
+            # break: not a person's name (and replacing it everywhere would break hosts and paths).
+            if "\n" not in sp.value and not {fold(w) for w in words[1:]} & NOT_NAME_WORDS:
+                people.add(value)
+        elif sp.kind == "place":
+            places.add(value)
     # A "place" that also occurs as a lower-case word ("Fixes", "Strip", "Clamp") is an ordinary word.
-    lowered = [t for t in texts if t]
-    places = {p for p in places if not any(re.search(rf"(?<![\w]){re.escape(p.lower())}(?![\w])", t)
-                                           for t in lowered)}
+    places = {p for p in places if not lowered.has(p.lower())}
     # A "place" that is someone's name (small models tag first names as places) stays a name.
     name_words = {fold(w) for n in people for w in n.split()}
     places = {p for p in places if not {fold(w) for w in p.split()} & name_words}
     return sorted(people), sorted(places - people)
+
+
+_LETTERS = r"[^\W\d_]+"
+_SEP = "[ '\u2019-]"
+_LOWER_ONE = re.compile(rf"(?<!\w){_LETTERS}(?!\w)")
+_LOWER_TWO = re.compile(rf"(?<!\w)(?=({_LETTERS}{_SEP}{_LETTERS})(?!\w))")
+_PHRASE = re.compile(rf"{_LETTERS}(?:{_SEP}{_LETTERS})?")
+_SEP_ONE = re.compile(_SEP)
+
+
+class _LowerWords:
+    r"""Whether a one- or two-word phrase occurs, as it is and as whole words, in the texts added so far:
+    `has(x)` is `re.search(rf"(?<!\w){re.escape(x)}(?!\w)", t)` for some added `t`, for any lower-case `x`
+    of letter runs joined by one space, hyphen or apostrophe, without keeping the texts. It keeps the distinct
+    letter-only words and pairs that equal their lower case, at most `limit` of each: past that, and for a
+    longer phrase, `has` answers False (a place is then kept and replaced: the safe side)."""
+
+    def __init__(self, limit: int = 250_000):
+        self.one: set[str] = set()
+        self.two: set[str] = set()
+        self.limit = limit
+
+    def add(self, text: str) -> None:
+        if len(self.one) < self.limit:
+            self.one.update(w for w in set(_LOWER_ONE.findall(text)) if w == w.lower())
+        if len(self.two) < self.limit:
+            self.two.update(w for w in set(_LOWER_TWO.findall(text)) if w == w.lower())
+
+    def has(self, phrase: str) -> bool:
+        if not _PHRASE.fullmatch(phrase):
+            return False
+        return phrase in (self.two if _SEP_ONE.search(phrase) else self.one)
 
 
 def message_ids(events: Iterable[Event]) -> set[str]:
