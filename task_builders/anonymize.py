@@ -178,8 +178,9 @@ class Scrubber:
         alternation = "|".join(re.escape(k) for k in sorted(self.terms, key=lambda s: (-len(s), s)))
         # Not part of a longer word, address or hyphenated name; inside a host name it is replaced
         # ("jdoe.blog.example"), since company domains were mapped before (see __call__).
-        self._known = re.compile(rf"(?<![\w@-])(?:{alternation})(?![\w@-])", re.IGNORECASE) \
-            if terms else None
+        # An "@" before a name is a mention ("@First Last has joined"), unless a word precedes it (an address).
+        self._known = re.compile(rf"(?:(?<![\w@-])|(?<=^@)|(?<=[^\w.@-]@))(?:{alternation})(?![\w@-])",
+                                 re.IGNORECASE) if terms else None
         self._known_regex = self._known  # the reference the fast matcher must equal (tests)
         if self._known is not None:  # same matches, in time that does not grow with the number of names
             self._known = TermMatcher(self._known, self.terms)
