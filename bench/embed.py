@@ -51,9 +51,7 @@ def load_texts(ds_dir: Path, home: Path) -> list[str]:
     from warehouse.store import Store
 
     store = Store(home)
-    flow.ingest(store, DATASET, ds_dir, "bench")
-    flow.identities(store, DATASET)
-    flow.anonymize(store, DATASET, ds_dir, DatasetConfig(ner_model=""))
+    flow.prepare(store, DATASET, ds_dir, DatasetConfig(ner_model=""), run_id="bench", links_too=False)
     texts = []
     for e in store.iter("anonymized_events", DATASET):
         if (e.source, e.kind) in KINDS:

@@ -193,9 +193,12 @@ class Scrubber:
             text = MESSAGE_ID.sub(lambda m: f"<{self.message_ids.get(m.group(1), m.group(1))}>", text)
         if self._domains is not None:
             text = self._domains.sub(lambda m: m.group(1) + self.domains[m.group(2).casefold()], text)
+        # patterns before names: a recognizer needs the whole span ("12 Sample Street\nLondon\nEC1A 3HL"),
+        # which replacing a name or place inside it first would break
+        text = self.patterns(text)
         if self._known is not None:
             text = self._known.sub(lambda m: self.terms.get(m.group(0).casefold(), "[PERSON]"), text)
-        return self.patterns(text)
+        return text
 
     def patterns(self, text: str) -> str:
         """E-mail addresses become pseudonyms (known people) or consistent redacted addresses; every other

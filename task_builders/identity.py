@@ -42,18 +42,20 @@ class _Handle:
     usernames: set[str] = field(default_factory=set)
 
 
-class _UnionFind:
-    def __init__(self):
-        self.parent: dict[str, str] = {}
+class UnionFind:
+    """Disjoint sets over any sortable keys; the smallest key of a set is its root."""
 
-    def find(self, x: str) -> str:
+    def __init__(self):
+        self.parent: dict = {}
+
+    def find(self, x):
         self.parent.setdefault(x, x)
         while self.parent[x] != x:
             self.parent[x] = self.parent[self.parent[x]]
             x = self.parent[x]
         return x
 
-    def union(self, a: str, b: str) -> None:
+    def union(self, a, b) -> None:
         ra, rb = self.find(a), self.find(b)
         if ra != rb:
             self.parent[max(ra, rb)] = min(ra, rb)
@@ -102,7 +104,7 @@ def collect_handles(events: Iterable[Event]) -> dict[str, _Handle]:
 def resolve(dataset: str, events: Iterable[Event]) -> list[Identity]:
     """Resolve every handle seen in `events` to a person; returns one Identity row per handle."""
     handles = collect_handles(events)
-    uf = _UnionFind()
+    uf = UnionFind()
     evidence: dict[str, list[str]] = defaultdict(list)
 
     by_email: dict[str, list[str]] = defaultdict(list)

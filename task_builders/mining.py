@@ -108,16 +108,14 @@ def build_work_items(dataset: str, events: list[Event], links: Iterable = (),
 def funnel_by_source(events: Iterable[Event], items: Iterable[WorkItem],
                      rejections: Iterable[Rejection]) -> dict[str, dict]:
     """Per source: events, work items by kind, skipped candidates by reason."""
-    out: dict[str, dict] = {}
+    out: dict[str, dict] = defaultdict(lambda: {"events": 0, "work_items": Counter(), "skipped": Counter()})
     for e in events:
-        out.setdefault(e.source, {"events": 0, "work_items": Counter(), "skipped": Counter()})["events"] += 1
+        out[e.source]["events"] += 1
     for i in items:
-        src = i.attrs.get("source", "?")
-        out.setdefault(src, {"events": 0, "work_items": Counter(), "skipped": Counter()})["work_items"][i.kind] += 1
+        out[i.attrs.get("source", "?")]["work_items"][i.kind] += 1
     for r in rejections:
         if r.stage == "work_items":
-            src = r.detail.split(":", 1)[0] or "?"
-            out.setdefault(src, {"events": 0, "work_items": Counter(), "skipped": Counter()})["skipped"][r.reason] += 1
+            out[r.detail.split(":", 1)[0] or "?"]["skipped"][r.reason] += 1
     return {s: {"events": v["events"], "work_items": dict(sorted(v["work_items"].items())),
                 "skipped": dict(v["skipped"].most_common())} for s, v in sorted(out.items())}
 

@@ -368,19 +368,17 @@ _US_TYPES = ("Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Drive|Dr|Lane|Ln|Way|C
 _UK_TYPES = ("Street|St|Road|Rd|Lane|Avenue|Ave|Close|Crescent|Drive|Gardens|Place|Square|Terrace|Way|Row|Hill|"
              "Grove|Mews|Court|Walk|Green|Park|Parade|View|Rise|Wharf|Yard")
 # A street-type word or PO box somewhere before the anchor: a cheap test before the anchored search.
-_STREET_HINT = re.compile(rf"(?:{_US_TYPES}|{_UK_TYPES}|Box)\b|\[PLACE\]")
-_PLACED_STREET = r"|\d{1,6}[A-Za-z]? \[PLACE\]"  # a numbered street line whose name NER already replaced
+_STREET_HINT = re.compile(rf"(?:{_US_TYPES}|{_UK_TYPES}|Box)\b")
 _WORD = r"(?:[A-Z][A-Za-z'.-]{0,20}|\d{1,3}(?:st|nd|rd|th)) "
 _SEP = r"[ \t]*(?:,[ \t]*|\r?\n[ \t]*)"
-# a town, or the [PLACE] that NER already put where the town was (the street line must still go)
-_TOWN = r"(?:\[PLACE\]|[A-Z][A-Za-z'.-]{1,24}(?: [A-Z][A-Za-z'.-]{1,24}){0,3})"
+_TOWN = r"[A-Z][A-Za-z'.-]{1,24}(?: [A-Z][A-Za-z'.-]{1,24}){0,3}"
 _US_STREET = (r"(?:\d{1,6}(?:-\d{1,4})?[A-Za-z]? (?:(?:[NSEW]|N[EW]|S[EW])\.? |(?:North|South|East|West) )?"
               rf"{_WORD}{{1,4}}(?:{_US_TYPES})\.?(?: (?:N|S|E|W|NE|NW|SE|SW)\.?)?"
               r"(?:,? (?:Apt|Apartment|Suite|Ste|Unit|Fl|Floor|Rm|Room|#)\.? ?#?[A-Za-z0-9-]{1,6})?"
-              r"|P\.? ?O\.? Box \d{1,6}" + _PLACED_STREET + ")")
+              r"|P\.? ?O\.? Box \d{1,6})")
 _US_BEFORE = re.compile(rf"(?<![\w-]){_US_STREET}{_SEP}{_TOWN},?[ \t]*\Z")
-_UK_STREET = (r"(?:(?:(?:Flat|Apartment|Unit) \d{1,4}[A-Za-z]?,? )?\d{1,5}[A-Za-z]?,? "
-              rf"{_WORD}{{1,3}}(?:{_UK_TYPES})\.?" + _PLACED_STREET + ")")
+_UK_STREET = (r"(?:(?:Flat|Apartment|Unit) \d{1,4}[A-Za-z]?,? )?\d{1,5}[A-Za-z]?,? "
+              rf"{_WORD}{{1,3}}(?:{_UK_TYPES})\.?")
 _UK_BEFORE = re.compile(rf"(?<![\w-]){_UK_STREET}(?:{_SEP}{_TOWN}){{0,2}}(?:{_SEP}|[ \t]+)\Z")
 
 

@@ -187,6 +187,17 @@ def anonymize(store: Store, dataset: str, dataset_dir: Path, config: DatasetConf
                        _preview((r for r in rows if r.body), ("kind", "actor_name", "title")))
 
 
+def prepare(store: Store, dataset: str, dataset_dir: Path, config: DatasetConfig | None = None, *,
+            run_id: str = "", links_too: bool = True) -> None:
+    """Ingest, identities and anonymize (and links): the stages every later one reads, in order, without
+    Dagster (benchmarks, tests, scripts)."""
+    ingest(store, dataset, dataset_dir, run_id)
+    identities(store, dataset)
+    anonymize(store, dataset, dataset_dir, config)
+    if links_too:
+        links(store, dataset)
+
+
 def repos_index(store: Store, dataset: str) -> Path:
     return store.worlds(dataset) / "repos" / "index.json"
 
@@ -270,8 +281,9 @@ def clusters(store: Store, dataset: str, config: DatasetConfig | None = None) ->
     from task_builders.cluster import organize
 
     config = config or DatasetConfig()
-    events = {e.event_id: e for e in store.iter("anonymized_events", dataset)}
     items = store.read("work_items", dataset)
+    wanted = {i.request_event_id for i in items}   # only the requests are read: keep only those in memory
+    events = {e.event_id: e for e in store.iter("anonymized_events", dataset) if e.event_id in wanted}
     result = organize.organize(store, dataset, items, events, config)
     store.replace("clusters", dataset, result.rows)
     report = store.home / "reports" / dataset

@@ -13,10 +13,7 @@ def test_downstream_stages_never_read_raw_events(tmp_path, sample_company):
 
     store = Store(tmp_path / "home")
     ds, src = "acme", sample_company / "acme"
-    flow.ingest(store, ds, src, "r1")
-    flow.identities(store, ds)
-    flow.anonymize(store, ds, src, DatasetConfig(ner_model=""))
-    flow.links(store, ds)
+    flow.prepare(store, ds, src, DatasetConfig(ner_model=""), run_id="r1")
     flow.work_items(store, ds)
     flow.tasks(store, ds, DatasetConfig())
     before = {t: store.read_arrow(t, ds) for t in ("links", "work_items", "tasks")}

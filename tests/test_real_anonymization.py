@@ -22,9 +22,7 @@ pytestmark = pytest.mark.real
 @pytest.mark.parametrize("export", EXPORTS, ids=lambda p: p.name)
 def test_no_known_identity_survives(export, tmp_path):
     store, ds = Store(tmp_path / "home"), export.name.replace("-", "_")
-    flow.ingest(store, ds, export, "real")
-    flow.identities(store, ds)
-    flow.anonymize(store, ds, export, DatasetConfig(ner_model=""))
+    flow.prepare(store, ds, export, DatasetConfig(ner_model=""), run_id="real", links_too=False)
     known = flow.anonymizer(store, ds).known_strings()
     assert known, "the export names people; the identity stage must find them"
     m = Matcher(known)

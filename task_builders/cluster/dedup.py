@@ -21,6 +21,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from task_builders.cluster.families import ADDRESS
+from task_builders.identity import UnionFind
+from task_builders.mining import KEY
+
 NUM_PERM = 126
 BANDS = 42
 ROWS = NUM_PERM // BANDS
@@ -29,8 +33,7 @@ _rng = np.random.default_rng(20240611)
 _A = _rng.integers(1, 1 << 32, NUM_PERM, dtype=np.uint64)
 _B = _rng.integers(0, 1 << 32, NUM_PERM, dtype=np.uint64)
 WORD = re.compile(r"[\w'-]+", re.UNICODE)
-ANCHOR = re.compile(r"\b[A-Z][A-Z0-9_]+-\d+\b|`[^`\n]{2,60}`|\b[a-z][a-z0-9]*_[a-z0-9_]+\b")
-ADDRESS = re.compile(r"https?://\S+|\b[\w.+-]+@[\w-]+(\.[\w-]+)+\b")
+ANCHOR = re.compile(rf"{KEY.pattern}|`[^`\n]{{2,60}}`|\b[a-z][a-z0-9]*_[a-z0-9_]+\b")
 
 
 def shingles(text: str, n: int = 3) -> set[int]:
@@ -44,9 +47,8 @@ def shingles(text: str, n: int = 3) -> set[int]:
 def anchors(text: str) -> frozenset[str]:
     """The issue keys and code identifiers a text names (backticked calls reduced to their name)."""
     out = set()
-    for m in ANCHOR.findall(text):
-        m = m.strip("`")
-        out.add(re.split(r"[(\s]", m, maxsplit=1)[0])
+    for m in ANCHOR.finditer(text):
+        out.add(re.split(r"[(\s]", m.group(0).strip("`"), maxsplit=1)[0])
     return frozenset(x for x in out if x)
 
 
@@ -64,28 +66,12 @@ def jaccard(a: set[int], b: set[int]) -> float:
     return len(a & b) / len(a | b) if a or b else 1.0
 
 
-class _Union:
-    def __init__(self, n: int):
-        self.parent = list(range(n))
-
-    def find(self, i: int) -> int:
-        while self.parent[i] != i:
-            self.parent[i] = self.parent[self.parent[i]]
-            i = self.parent[i]
-        return i
-
-    def union(self, i: int, j: int) -> None:
-        a, b = self.find(i), self.find(j)
-        if a != b:
-            self.parent[max(a, b)] = min(a, b)
-
-
 def near_duplicate_groups(texts: Sequence[str],
                           threshold: float = 0.5) -> tuple[list[int], list[tuple[int, int, float]]]:
     """Group index per text (the smallest index in its group) and the confirmed pairs with their Jaccard."""
     sets = [shingles(t) for t in texts]
     names = [anchors(t) for t in texts]
-    uf = _Union(len(texts))
+    uf = UnionFind()
     pairs: list[tuple[int, int, float]] = []
     # identical texts are one group without any hashing
     first: dict[str, int] = {}

