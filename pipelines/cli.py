@@ -184,7 +184,7 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run every stage on every dataset (default: the bundled sample)",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    r.add_argument("--exports", help="folder with one sub-folder per dataset (Jira JSON and/or a git repo)")
+    r.add_argument("--exports", help="folder with one sub-folder per dataset (Jira, git, mail, Slack or GitHub exports)")
     r.add_argument("--dataset", action="append", help="only this dataset (repeatable)")
     r.add_argument("--sandbox", choices=["auto", "docker", "local"], help="where tasks are replayed (default auto)")
     r.add_argument("--repeats", type=int, default=0, help="oracle/null repeats per task (default: dataset config, 3)")
