@@ -10,14 +10,30 @@ say() { echo "ci-docker: $*" >&2; }
 die() { say "error: $*"; exit 1; }
 as_root() { if [ "$(id -u)" = "0" ]; then "$@"; else die "need root to run: $*"; fi; }
 
-missing=()
-command -v docker >/dev/null 2>&1 || missing+=(docker.io)
-command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+# What to install. The `docker` command alone is only a client: a fresh machine often has it without any
+# engine. docker.io is needed unless a daemon already answers (local, rootless or DOCKER_HOST) or both the
+# client and the engine (`dockerd`) are installed and only need starting.
+daemon_answers() { command -v docker >/dev/null 2>&1 && timeout 10 docker info >/dev/null 2>&1; }
+plan_packages() {
+  local need=()
+  if ! daemon_answers && { ! command -v dockerd >/dev/null 2>&1 || ! command -v docker >/dev/null 2>&1; }; then
+    need+=(docker.io)
+  fi
+  command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+  echo "${need[*]}"
+}
+
+read -r -a missing <<<"$(plan_packages)"
+if [ "${TASKMINE_SETUP_PLAN:-}" = "1" ]; then  # print the decision only (tests drive this)
+  echo "install: ${missing[*]:-nothing}"
+  exit 0
+fi
 if [ "${#missing[@]}" -gt 0 ]; then
   say "installing ${missing[*]}"
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+command -v dockerd >/dev/null 2>&1 || daemon_answers || die "docker.io is installed but there is no dockerd on PATH"
 
 wait_for_daemon() {  # $1 = pid of the dockerd we started
   local deadline=$((SECONDS + ${TASKMINE_DOCKERD_WAIT:-60}))

@@ -136,7 +136,11 @@ def load_model():
         return _model
     path = verify(model_dir())
     offline()
-    import torch
+    try:
+        import torch
+    except ImportError:
+        raise ModelError("torch is not installed in this environment (it is installed outside uv.lock, so a "
+                         "plain `uv sync` removes it); run `bash scripts/setup.sh`") from None
     from huggingface_hub.utils import are_progress_bars_disabled
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
