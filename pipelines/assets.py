@@ -6,9 +6,13 @@ from dagster import (
     DynamicPartitionsDefinition,
     MaterializeResult,
     MetadataValue,
+    TableColumn,
+    TableRecord,
+    TableSchema,
     asset,
 )
 
+from pipelines.errors import stage
 from pipelines.resources import ExportsResource, SandboxResource, WarehouseResource
 from taskmine import flow
 
@@ -29,6 +33,7 @@ def _result(res: flow.StageResult, **extra) -> MaterializeResult:
 
 @asset(partitions_def=datasets, group_name="ingest", compute_kind="python",
        description="Every record of the dataset's exports as events (private: real names), plus quarantine.")
+@stage
 def raw_events(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
     ds = context.partition_key
     res = flow.ingest(warehouse.store(), ds, exports.dataset_dir(ds), run_id=context.run_id)
@@ -37,12 +42,14 @@ def raw_events(context: AssetExecutionContext, warehouse: WarehouseResource, exp
 
 @asset(partitions_def=datasets, group_name="identity", deps=[raw_events],
        description="Handles from every source resolved to persons, with the evidence of each merge.")
+@stage
 def identities(context: AssetExecutionContext, warehouse: WarehouseResource):
     return _result(flow.identities(warehouse.store(), context.partition_key))
 
 
 @asset(partitions_def=datasets, group_name="anonymize", deps=[identities],
        description="Events with consistent pseudonyms and scrubbed PII; rewritten git histories.")
+@stage
 def anonymized_events(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
     ds = context.partition_key
     return _result(flow.anonymize(warehouse.store(), ds, exports.dataset_dir(ds)))
@@ -50,6 +57,7 @@ def anonymized_events(context: AssetExecutionContext, warehouse: WarehouseResour
 
 @asset(partitions_def=datasets, group_name="mining", deps=[anonymized_events],
        description="Cross-source links: issue keys, commit SHAs, issue/commit URLs and Message-IDs in any text.")
+@stage
 def links(context: AssetExecutionContext, warehouse: WarehouseResource):
     return _result(flow.links(warehouse.store(), context.partition_key))
 
@@ -58,6 +66,7 @@ def links(context: AssetExecutionContext, warehouse: WarehouseResource):
        description="Units of real work from every source: issues with fixing commits and the mail/chat that "
                    "mentions them, e-mail requests and their replies, Slack questions and their answers, tickets "
                    "resolved with a comment. Skipped candidates are counted per source and reason.")
+@stage
 def work_items(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
     from task_builders.config import load_config
 
@@ -68,6 +77,7 @@ def work_items(context: AssetExecutionContext, warehouse: WarehouseResource, exp
 @asset(partitions_def=datasets, group_name="cluster", deps=[work_items],
        description="Near-duplicate groups (MinHash), families (all-MiniLM-L6-v2 embeddings, cached by content "
                    "hash; agglomerative clustering) with labels and a 2-D map, and leakage-safe train/test splits.")
+@stage
 def clusters(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
     import base64
 
@@ -95,6 +105,7 @@ def _families_md(fams: list[dict]) -> str:
 
 @asset(partitions_def=datasets, group_name="families", deps=[work_items, clusters],
        description="Candidate tasks per family (triage, commit link): prompt, world, reference, rubric.")
+@stage
 def tasks(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
     from task_builders.config import load_config
 
@@ -104,6 +115,7 @@ def tasks(context: AssetExecutionContext, warehouse: WarehouseResource, exports:
 
 @asset(partitions_def=datasets, group_name="validation", deps=[tasks],
        description="Oracle and null replays of every task in its sandbox, repeated; cached per task.")
+@stage
 def validations(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource,
                 sandbox: SandboxResource):
     from task_builders.config import load_config
@@ -112,16 +124,40 @@ def validations(context: AssetExecutionContext, warehouse: WarehouseResource, ex
     repeats = sandbox.repeats or load_config(exports.dataset_dir(ds)).repeats
     box = sandbox.get()
     res = flow.validations(warehouse.store(), ds, box, repeats, progress=context.log.info)
-    return _result(res, sandbox=box.kind)
+    return _result(res, sandbox=box.kind, funnel=funnel_table(flow.funnel(warehouse.store(), ds)))
 
 
 @asset(partitions_def=datasets, group_name="publish", deps=[validations],
-       description="The versioned dataset labs load: tasks.parquet, worlds, manifest, card (leak-audited).")
-def published_dataset(context: AssetExecutionContext, warehouse: WarehouseResource):
-    result, counts = flow.publish(warehouse.store(), context.partition_key)
+       description="The versioned dataset labs load: tasks.parquet, worlds, manifest, card (leak-audited). "
+                   "Refused, leaving LATEST where it was, when no task is valid or too much of the export was "
+                   "quarantined.")
+@stage
+def published_dataset(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
+    from task_builders.config import load_config
+
+    ds = context.partition_key
+    result, counts = flow.publish(warehouse.store(), ds, load_config(exports.dataset_dir(ds)))
     return MaterializeResult(metadata={
         "path": MetadataValue.path(str(result.path)), "version": result.version, "tasks": result.tasks,
-        "new_version": result.created, "funnel": MetadataValue.json(counts)})
+        "new_version": result.created, "funnel": funnel_table(counts)})
+
+
+FUNNEL_STAGES = ("events", "work_items", "candidates", "tasks", "validated", "published")
+
+
+def funnel_table(counts: dict[str, int]) -> MetadataValue:
+    """The dataset's funnel as a table: each stage's count and the share the previous stage kept."""
+    rows, previous = [], None
+    for name in FUNNEL_STAGES:
+        if name not in counts:
+            continue
+        n = int(counts[name])
+        kept = f"{n / previous:.0%}" if previous else ""
+        rows.append(TableRecord({"stage": name, "count": n, "kept from previous": kept}))
+        previous = n
+    schema = TableSchema(columns=[TableColumn("stage", "string"), TableColumn("count", "int"),
+                                  TableColumn("kept from previous", "string")])
+    return MetadataValue.table(records=rows, schema=schema)
 
 
 STAGES = [raw_events, identities, anonymized_events, links, work_items, clusters, tasks, validations, published_dataset]

@@ -40,8 +40,10 @@ def new_export_folders(context: SensorEvaluationContext, exports: ExportsResourc
     )
 
 
-@schedule(job=taskmine_job, cron_schedule="0 3 * * *", default_status=DefaultScheduleStatus.STOPPED,
-          description="Daily: re-run every dataset whose export changed since its last ingest.")
+@schedule(job=taskmine_job, cron_schedule="0 3 * * *", default_status=DefaultScheduleStatus.RUNNING,
+          description="Daily at 03:00 (on while `taskmine ui` or a Dagster daemon runs): re-run every dataset "
+                      "whose export changed since its last ingest; unchanged ones cost nothing. Turn it off with "
+                      "the toggle on this page.")
 def daily_changed_datasets(context: ScheduleEvaluationContext, exports: ExportsResource):
     from taskmine.flow import changed_datasets
 

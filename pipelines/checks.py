@@ -1,4 +1,8 @@
-"""Asset checks: schema, quarantine rate, leak audit, oracle/null results."""
+"""Asset checks: schema, quarantine rate, leak audit, oracle/null results.
+
+The checks that guard publishing are blocking with ERROR severity: when one fails, the stages after it do
+not run, the run fails, and the check's one-line description becomes the run's `taskmine/error` tag.
+"""
 
 
 import warnings
@@ -8,7 +12,16 @@ from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeve
 
 from pipelines.assets import (anonymized_events, clusters, datasets, published_dataset, raw_events, validations,
                               work_items)
+from pipelines.errors import tag_run
 from pipelines.resources import ExportsResource, WarehouseResource
+
+
+def _verdict(context, passed: bool, why: str, metadata: dict, blocking: bool = True) -> AssetCheckResult:
+    """A check result whose description says why in one line; a failed blocking check also tags the run."""
+    if not passed and blocking:
+        tag_run(context, why)
+    return AssetCheckResult(passed=passed, description=why, metadata=metadata,
+                            severity=AssetCheckSeverity.ERROR if blocking else AssetCheckSeverity.WARN)
 
 # Partitioned asset checks are a Dagster preview feature; we rely on it knowingly (pinned Dagster version).
 warnings.filterwarnings("ignore", category=PreviewWarning)
@@ -27,34 +40,49 @@ def events_schema(context: AssetCheckExecutionContext, warehouse: WarehouseResou
     return AssetCheckResult(passed=not bad, metadata={"mismatched_tables": ", ".join(bad) or "none"})
 
 
-@asset_check(asset=raw_events, partitions_def=datasets,
-             description="The share of quarantined records stays under the dataset's max_quarantine_rate.")
+@asset_check(asset=raw_events, partitions_def=datasets, blocking=True,
+             description="The share of quarantined records stays under the dataset's max_quarantine_rate "
+                         "(blocking: an export that is mostly unreadable is not mined or published).")
 def quarantine_rate(context: AssetCheckExecutionContext, warehouse: WarehouseResource,
                     exports: ExportsResource) -> AssetCheckResult:
     from task_builders.config import load_config
+    from taskmine import flow
 
     store, ds = warehouse.store(), context.partition_key
-    ev, q = store.count("events", ds), store.count("quarantine", ds)
-    rate = q / (ev + q) if ev + q else 0.0
-    limit = load_config(exports.dataset_dir(ds)).max_quarantine_rate
-    return AssetCheckResult(passed=rate <= limit, severity=AssetCheckSeverity.WARN,
-                            metadata={"quarantined": q, "events": ev, "rate": round(rate, 4), "limit": limit})
+    config = load_config(exports.dataset_dir(ds))
+    rate, quarantined, total = flow.quarantine_rate(store, ds)
+    problem = flow.quarantine_problem(store, ds, config)
+    return _verdict(context, problem is None, problem or f"{quarantined} of {total} records quarantined",
+                    {"quarantined": quarantined, "records": total, "rate": round(rate, 4),
+                     "limit": config.max_quarantine_rate})
 
 
-@asset_check(asset=anonymized_events, partitions_def=datasets,
-             description="No known real identity string survives in anonymized event text.")
+@asset_check(asset=anonymized_events, partitions_def=datasets, blocking=True,
+             description="No known real identity string survives in anonymized event text (blocking: the run "
+                         "stops here instead of building tasks that could never be published).")
 def anonymized_leaks(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> AssetCheckResult:
+    from collections import Counter
+
     from taskmine import flow
     from warehouse import audit
 
     store, ds = warehouse.store(), context.partition_key
     hits = audit.scan(store.partition("anonymized_events", ds), flow.anonymizer(store, ds).known_strings())
-    return AssetCheckResult(passed=not hits, metadata={
-        "hits": len(hits), "where": "; ".join(f"{h.where} ({h.kind})" for h in hits[:10]) or "none"})
+    kinds = Counter(h.kind for h in hits)
+    columns = Counter(h.where.split(" row ")[0] for h in hits)
+    why = "no known identity survives anonymization" if not hits else (
+        f"{len(hits)}{'+' if len(hits) >= 200 else ''} known identities survive anonymization "
+        f"({', '.join(f'{n} {k}' for k, n in kinds.most_common())}; "
+        f"in {', '.join(c for c, _ in columns.most_common(3))})"
+        f"; first: {hits[0].where}; nothing after anonymize runs until the anonymizer handles them")
+    return _verdict(context, not hits, why, {
+        "hits": len(hits), "by_kind": ", ".join(f"{k} {n}" for k, n in kinds.most_common()) or "none",
+        "where": "; ".join(f"{h.where} ({h.kind} #{h.index})" for h in hits[:10]) or "none"})
 
 
-@asset_check(asset=validations, partitions_def=datasets,
-             description="Every task was replayed; no infrastructure errors; at least one task is valid.")
+@asset_check(asset=validations, partitions_def=datasets, blocking=True,
+             description="Every task was replayed, without infrastructure errors, and at least one is valid "
+                         "(blocking: a dataset with nothing valid publishes nothing and LATEST stays).")
 def oracle_and_null(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> AssetCheckResult:
     from taskmine import flow
 
@@ -63,10 +91,18 @@ def oracle_and_null(context: AssetCheckExecutionContext, warehouse: WarehouseRes
     tasks = store.read("tasks", ds)
     missing = [t.task_id for t in tasks if t.task_id not in verdicts]
     infra = [tid for tid, (_, reason) in verdicts.items() if reason.startswith("infra")]
-    valid = sum(1 for ok, _ in verdicts.values() if ok)
-    return AssetCheckResult(passed=not missing and not infra and (valid > 0 or not tasks),
-                            metadata={"tasks": len(tasks), "valid": valid, "not_replayed": len(missing),
-                                      "infra_errors": len(infra)})
+    valid = sum(1 for t in tasks if verdicts.get(t.task_id, (False,))[0])
+    if not tasks:
+        why = "no task was built from this dataset (see the funnel and the rejections table); nothing to publish"
+    elif missing or infra:
+        why = (f"{len(missing)} tasks not replayed, {len(infra)} with infrastructure errors (e.g. "
+               f"{verdicts[infra[0]][1][:160] if infra else missing[0][:12]}); fix the sandbox and re-run")
+    elif not valid:
+        why = f"none of the {len(tasks)} tasks passed validation (see the rejections table); nothing to publish"
+    else:
+        why = f"{valid} of {len(tasks)} tasks valid"
+    return _verdict(context, bool(tasks) and not missing and not infra and valid > 0, why,
+                    {"tasks": len(tasks), "valid": valid, "not_replayed": len(missing), "infra_errors": len(infra)})
 
 
 @asset_check(asset=published_dataset, partitions_def=datasets, blocking=True,
@@ -79,7 +115,10 @@ def leak_audit(context: AssetCheckExecutionContext, warehouse: WarehouseResource
     store, ds = warehouse.store(), context.partition_key
     root = resolve(store.published_root() / ds)
     hits = audit.scan(root, flow.anonymizer(store, ds).known_strings(), detector=flow.secrets)
-    return AssetCheckResult(passed=not hits, metadata={
+    why = (f"{root.name}: no known identity or secret in the published files" if not hits else
+           f"{root.name}: {len(hits)} known identities or secrets in the published files, first in "
+           f"{hits[0].file} ({hits[0].where}, {hits[0].kind})")
+    return _verdict(context, not hits, why, {
         "version": root.name, "hits": len(hits),
         "where": "; ".join(f"{h.file}: {h.where} ({h.kind})" for h in hits[:10]) or "none"})
 
@@ -106,7 +145,11 @@ def splits_leakage_safe(context: AssetCheckExecutionContext, warehouse: Warehous
     crossing = sorted(g for g, s in splits.items() if len(s) > 1)
     no_canary = sum(1 for r in rows if r.split == "test" and not r.canary)
     canary_on_train = sum(1 for r in rows if r.split == "train" and r.canary)
-    return AssetCheckResult(passed=not crossing and not no_canary and not canary_on_train, metadata={
+    ok = not crossing and not no_canary and not canary_on_train
+    why = "no near-duplicate group crosses train/test" if ok else (
+        f"{len(crossing)} near-duplicate groups cross train/test, {no_canary} test items lack the canary, "
+        f"{canary_on_train} train items carry it")
+    return _verdict(context, ok, why, {
         "groups_crossing_splits": len(crossing), "test_without_canary": no_canary,
         "train_with_canary": canary_on_train, "test": sum(1 for r in rows if r.split == "test"), "items": len(rows)})
 

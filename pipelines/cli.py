@@ -33,14 +33,18 @@ class UserError(Exception):
     """A problem the user can fix; printed as one line."""
 
 
-def _env(args) -> None:
+def _env(args, *, dagster: bool = False) -> None:
+    """Settings every command shares. Only the commands that run Dagster (`dagster`) create anything, and
+    only under TASKMINE_HOME: `taskmine --home /nowhere audit` must not make folders."""
     if getattr(args, "home", None):
         os.environ["TASKMINE_HOME"] = str(Path(args.home).resolve())
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from taskmine.paths import dagster_home
+    os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
+    from taskmine.paths import contain_caches, dagster_home
 
-    os.environ["DAGSTER_HOME"] = str(dagster_home())
+    contain_caches()
+    os.environ["DAGSTER_HOME"] = str(dagster_home(create=dagster))
 
 
 def _exports(args) -> Path:
@@ -62,7 +66,7 @@ def _exports(args) -> Path:
 
 
 def cmd_run(args) -> int:
-    _env(args)
+    _env(args, dagster=True)
     exports = _exports(args)
     os.environ["TASKMINE_EXPORTS"] = str(exports)
     if args.sandbox:
@@ -86,7 +90,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_ui(args) -> int:
-    _env(args)
+    _env(args, dagster=True)
     os.environ["TASKMINE_EXPORTS"] = str(_exports(args))
     cmd = ["dagster", "dev", "-m", "pipelines.definitions", "-h", args.host, "-p", str(args.port)]
     print(f"Dagster UI on http://{args.host}:{args.port} (exports: {os.environ['TASKMINE_EXPORTS']})", flush=True)
@@ -120,6 +124,8 @@ def cmd_audit(args) -> int:
     from warehouse.store import Store
 
     store = Store()
+    if not store.home.is_dir():
+        raise UserError(f"{store.home} does not exist: pass the --home (or TASKMINE_HOME) that `taskmine run` used")
     names = args.dataset or sorted(p.name for p in store.published_root().glob("*") if p.is_dir())
     if not names:
         raise UserError(f"nothing published under {store.published_root()}; run `taskmine run` first")
@@ -184,7 +190,8 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run every stage on every dataset (default: the bundled sample)",
                        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    r.add_argument("--exports", help="folder with one sub-folder per dataset (Jira, git, mail, Slack or GitHub exports)")
+    r.add_argument("--exports",
+                   help="folder with one sub-folder per dataset (Jira, git, mail, Slack or GitHub exports)")
     r.add_argument("--dataset", action="append", help="only this dataset (repeatable)")
     r.add_argument("--sandbox", choices=["auto", "docker", "local"], help="where tasks are replayed (default auto)")
     r.add_argument("--repeats", type=int, default=0, help="oracle/null repeats per task (default: dataset config, 3)")
@@ -242,12 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get("TASKMINE_DEBUG"):
             raise
-        known = exc.__class__.__name__ in {"UserError", "ConfigError", "NothingToIngest", "DatasetError",
-                                            "LeakError", "SandboxError", "SandboxUnavailable", "KeyError",
-                                            "ModelError"}
-        msg = str(exc) if known else f"{type(exc).__name__}: {exc} (set TASKMINE_DEBUG=1 for the traceback)"
-        print(f"taskmine: error: {msg.strip().splitlines()[0] if msg.strip() else type(exc).__name__}",
-              file=sys.stderr)
+        from pipelines.errors import USER_ERRORS, one_line
+
+        hint = "" if type(exc).__name__ in USER_ERRORS else " (set TASKMINE_DEBUG=1 for the traceback)"
+        print(f"taskmine: error: {one_line(exc)}{hint}", file=sys.stderr)
         return 2
 
 

@@ -26,16 +26,20 @@ class _ProgressHandler(logging.Handler):
             self._print(f"{mat.asset_key.to_user_string():<18} " + ", ".join(f"{k}={v}" for k, v in
                                                                             list(shown.items())[:6]))
         elif kind == "STEP_FAILURE":
-            error = event.event_specific_data.error
-            cause = error.cause or error
-            message = cause.message.strip().splitlines()[-1]
-            if ": " in message and "." in message.split(": ", 1)[0]:  # "pkg.mod.Error: text" -> "Error: text"
-                message = message.split(": ", 1)[0].rsplit(".", 1)[-1] + ": " + message.split(": ", 1)[1]
+            data = event.event_specific_data
+            if data.user_failure_data and data.user_failure_data.description:  # pipelines.errors: one line
+                message = data.user_failure_data.description
+            else:
+                cause = data.error.cause or data.error
+                message = cause.message.strip().splitlines()[-1]
+                if ": " in message and "." in message.split(": ", 1)[0]:  # "pkg.mod.Error: x" -> "Error: x"
+                    message = message.split(": ", 1)[0].rsplit(".", 1)[-1] + ": " + message.split(": ", 1)[1]
             self._print(f"FAILED {meta.get('step_key')}: {message[:400]}")
         elif kind == "ASSET_CHECK_EVALUATION":
             ev = event.event_specific_data
             status = "ok" if ev.passed else ("warn" if ev.severity.value == "WARN" else "FAILED")
-            self._print(f"check {ev.check_name:<20} {status}")
+            why = f": {ev.description}" if not ev.passed and ev.description else ""
+            self._print(f"check {ev.check_name:<20} {status}{why[:400]}")
         elif not kind and record.levelno >= logging.INFO and "Not executing" not in record.getMessage():
             self._print(f"  {meta.get('orig_message') or record.getMessage()}")
 

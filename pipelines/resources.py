@@ -20,9 +20,12 @@ class WarehouseResource(ConfigurableResource):
     home: str = ""
 
     def store(self):
+        from taskmine.paths import contain_caches
         from warehouse.store import Store
 
-        return Store(self.home or None)
+        store = Store(self.home or None)
+        contain_caches(store.home)   # runs launched from the UI write their caches under the home too
+        return store
 
 
 class ExportsResource(ConfigurableResource):

@@ -1,5 +1,8 @@
 """`taskmine run`: execute the same Dagster job the UI materializes, one dataset partition at a time,
-in the persistent instance under $TASKMINE_HOME/dagster (so the runs show up in `taskmine ui`)."""
+in the persistent instance under $TASKMINE_HOME/dagster (so the runs show up in `taskmine ui`).
+
+Each dataset's run holds the dataset's write lock (warehouse.locks) from start to end: a second
+`taskmine run` of the same dataset, or a run started in the UI, waits for it instead of writing over it."""
 
 from __future__ import annotations
 
@@ -15,7 +18,9 @@ def run_datasets(names: list[str], repeats: int = 0) -> int:
 
     from pipelines.assets import datasets
     from pipelines.definitions import defs
+    from pipelines.errors import ERROR_TAG
     from taskmine import flow
+    from warehouse.locks import dataset_lock
     from warehouse.store import Store
 
     instance = DagsterInstance.get()
@@ -29,21 +34,23 @@ def run_datasets(names: list[str], repeats: int = 0) -> int:
     store = Store()
     for ds in names:
         print(f"dataset {ds}:", flush=True)
-        result = job.execute_in_process(instance=instance, partition_key=ds, raise_on_error=False,
-                                        run_config=run_config, tags={"taskmine/source": "cli"})
+        with dataset_lock(store.home, ds, "taskmine run", on_wait=lambda m: print(f"  {m}", flush=True)):
+            result = job.execute_in_process(instance=instance, partition_key=ds, raise_on_error=False,
+                                            run_config=run_config, tags={"taskmine/source": "cli"})
         counts = flow.funnel(store, ds)
-        latest = store.published_root() / ds / "LATEST"
-        published = latest.read_text().strip() if latest.exists() else None
+        published = flow.latest_version(store, ds)
         if published:
             manifest = json.loads((store.published_root() / ds / published / "manifest.json").read_text())
-            counts["published"] = manifest["tasks"]
+            counts["published"] = manifest["tasks"] if result.success else 0
         print(_funnel_table(ds, counts))
         if result.success and published:
             print(f"published: {store.published_root() / ds / published}")
         else:
             failed += 1
-            print(f"taskmine: error: the run of {ds} did not finish (see the lines above, or "
-                  f"`taskmine ui` -> Runs -> {result.run_id[:8]})", file=sys.stderr)
+            run = instance.get_run_by_id(result.run_id)
+            reason = (run.tags.get(ERROR_TAG) if run else None) or "a stage failed (see the lines above)"
+            print(f"taskmine: error: {ds}: {reason} (`taskmine ui` -> Runs -> {result.run_id[:8]})",
+                  file=sys.stderr)
     return 1 if failed else 0
 
 

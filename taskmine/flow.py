@@ -338,23 +338,27 @@ def tasks(store: Store, dataset: str, config: DatasetConfig) -> StageResult:
 
 def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress: Progress | None = None,
                 only: Iterable[str] | None = None) -> StageResult:
-    """Oracle and null runs for every task not yet validated in this kind of sandbox."""
+    """Oracle and null runs for every task not yet validated in this kind of sandbox.
+
+    Each task's runs are stored as soon as its verdict is in, so a run killed at task 6 of 20 keeps the
+    first five and the re-run replays only what is missing."""
     all_tasks = store.read("tasks", dataset)
+    current = {t.task_id for t in all_tasks}
     wanted = set(only) if only else None
-    existing = [v for v in store.read("validations", dataset)]
+    existing = store.read("validations", dataset)
     done = {v.task_id for v in existing if v.sandbox == sandbox.kind and v.error_class not in ("infra", "timeout")}
-    keep = [v for v in existing if v.task_id in {t.task_id for t in all_tasks}]
-    fresh: list[Validation] = []
     todo = [t for t in all_tasks if t.task_id not in done and (wanted is None or t.task_id in wanted)]
+    redo = {t.task_id for t in todo}
+    rows = [v for v in existing if v.task_id in current and v.task_id not in redo]
+    if len(rows) != len(existing):
+        store.replace("validations", dataset, rows)
     for i, task in enumerate(todo, 1):
         verdict = replay.validate(task, store.worlds(dataset) / task.world["dir"], sandbox, repeats)
-        fresh.extend(verdict.validations)
+        rows.extend(verdict.validations)
+        store.replace("validations", dataset, rows)
         if progress:
             progress(f"validated {i}/{len(todo)} {task.family} {task.task_id[:10]}: "
                      f"{'ok' if verdict.valid else verdict.reason}")
-    fresh_ids = {v.task_id for v in fresh}
-    rows = [v for v in keep if v.task_id not in fresh_ids] + fresh
-    store.replace("validations", dataset, rows)
     verdicts = verdicts_by_task(rows)
     rejected = [Rejection(dataset=dataset, stage="validated", family=t.family, subject_id=t.task_id,
                           reason=verdicts[t.task_id][1].split(":")[0], detail=verdicts[t.task_id][1])
@@ -392,19 +396,61 @@ def funnel(store: Store, dataset: str) -> dict[str, int]:
             "validated": sum(1 for t in all_tasks if verdicts.get(t.task_id, (False,))[0])}
 
 
-def publish(store: Store, dataset: str) -> tuple[publishing.Published, dict[str, int]]:
-    all_tasks = store.read("tasks", dataset)
-    vals = store.read("validations", dataset)
-    verdicts = verdicts_by_task(vals)
-    valid = [t for t in all_tasks if verdicts.get(t.task_id, (False,))[0]]
-    summary: dict[str, dict] = {}
-    for v in vals:
-        s = summary.setdefault(v.task_id, {"sandbox": v.sandbox, "oracle": [], "null": []})
-        if v.run_kind in ("oracle", "null"):
-            s[v.run_kind].append(v.score)
-    counts = funnel(store, dataset)
-    counts["published"] = len(valid)
-    anon = anonymizer(store, dataset)
-    result = publishing.publish(valid, store.worlds(dataset), store.published_root(), dataset, funnel=counts,
-                                validation=summary, known_strings=anon.known_strings(), detector=secrets)
+class PublishRefused(RuntimeError):
+    """The run must not publish (no validated task, too much quarantined): LATEST stays where it was."""
+
+
+def quarantine_rate(store: Store, dataset: str) -> tuple[float, int, int]:
+    """(share of records quarantined, quarantined, all records) of the dataset's ingest."""
+    events, quarantined = store.count("events", dataset), store.count("quarantine", dataset)
+    total = events + quarantined
+    return (quarantined / total if total else 0.0), quarantined, total
+
+
+def quarantine_problem(store: Store, dataset: str, config: DatasetConfig) -> str | None:
+    """One line saying why the quarantine rate blocks the dataset, or None when it does not."""
+    rate, quarantined, total = quarantine_rate(store, dataset)
+    if rate <= config.max_quarantine_rate:
+        return None
+    return (f"{quarantined} of {total} records ({rate:.0%}) could not be read, over max_quarantine_rate "
+            f"{config.max_quarantine_rate:g}: see the quarantine table for file, offset and reason, fix the "
+            f"export, or raise max_quarantine_rate in {dataset}/taskmine.toml")
+
+
+def latest_version(store: Store, dataset: str) -> str | None:
+    f = store.published_root() / dataset / "LATEST"
+    return f.read_text().strip() or None if f.exists() else None
+
+
+def publish(store: Store, dataset: str, config: DatasetConfig | None = None
+            ) -> tuple[publishing.Published, dict[str, int]]:
+    """Publish the validated tasks, under the dataset's lock; refuse (PublishRefused) when there is no
+    validated task or the quarantine rate is over the limit, so LATEST keeps pointing at the last good one."""
+    from warehouse.locks import dataset_lock
+
+    config = config or DatasetConfig()
+    with dataset_lock(store.home, dataset, "publish"):
+        all_tasks = store.read("tasks", dataset)
+        vals = store.read("validations", dataset)
+        verdicts = verdicts_by_task(vals)
+        valid = [t for t in all_tasks if verdicts.get(t.task_id, (False,))[0]]
+        latest = latest_version(store, dataset)
+        keep = f"nothing published, LATEST stays at {latest}" if latest else "nothing published"
+        problem = quarantine_problem(store, dataset, config)
+        if problem:
+            raise PublishRefused(f"{dataset}: {problem}; {keep}")
+        if not valid:
+            why = (f"none of its {len(all_tasks)} tasks passed validation (see the rejections table)"
+                   if all_tasks else "no task was built from it (see the funnel and the rejections table)")
+            raise PublishRefused(f"{dataset}: {why}; {keep}")
+        summary: dict[str, dict] = {}
+        for v in vals:
+            s = summary.setdefault(v.task_id, {"sandbox": v.sandbox, "oracle": [], "null": []})
+            if v.run_kind in ("oracle", "null"):
+                s[v.run_kind].append(v.score)
+        counts = funnel(store, dataset)
+        counts["published"] = len(valid)
+        anon = anonymizer(store, dataset)
+        result = publishing.publish(valid, store.worlds(dataset), store.published_root(), dataset, funnel=counts,
+                                    validation=summary, known_strings=anon.known_strings(), detector=secrets)
     return result, counts

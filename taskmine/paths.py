@@ -16,16 +16,35 @@ def default_exports() -> Path:
     return Path(env).resolve() if env else home() / "sample-exports"
 
 
-def dagster_home() -> Path:
-    """A DAGSTER_HOME under TASKMINE_HOME with telemetry off, created on first use."""
+# telemetry off; no "Join the community" modal in every new browser; one run at a time per dataset
+# partition (the sensor's run and a click on "Materialize all" never write the same partition at once).
+INSTANCE_YAML = ("telemetry:\n  enabled: false\n"
+                 "nux:\n  enabled: false\n"
+                 "concurrency:\n  runs:\n    tag_concurrency_limits:\n"
+                 "      - key: dagster/partition\n        value:\n          applyLimitPerUniqueValue: true\n"
+                 "        limit: 1\n")
+
+
+def dagster_home(create: bool = True) -> Path:
+    """The DAGSTER_HOME under TASKMINE_HOME, with INSTANCE_YAML written on first use (`create`). An existing
+    dagster.yaml is the user's: only a missing `nux:` section is added to it."""
     d = home() / "dagster"
+    if not create:
+        return d
     d.mkdir(parents=True, exist_ok=True)
     cfg = d / "dagster.yaml"
     if not cfg.exists():
-        # One run at a time per dataset: the sensor's run and a click on "Materialize all" never write
-        # the same partition's warehouse files at once (runs launched from the UI go through this queue).
-        cfg.write_text("telemetry:\n  enabled: false\n"
-                       "concurrency:\n  runs:\n    tag_concurrency_limits:\n"
-                       "      - key: dagster/partition\n        value:\n          applyLimitPerUniqueValue: true\n"
-                       "        limit: 1\n")
+        cfg.write_text(INSTANCE_YAML)
+    elif "\nnux:" not in "\n" + cfg.read_text():
+        with open(cfg, "a") as f:
+            f.write("nux:\n  enabled: false\n")
     return d
+
+
+def contain_caches(root: Path | None = None) -> None:
+    """Point the caches our dependencies write by default to $TMPDIR or ~ (torch's inductor and kernel
+    caches, triton, matplotlib) under TASKMINE_HOME/cache, unless the user chose a place for them."""
+    cache = (root or home()) / "cache"
+    for var, sub in (("TORCHINDUCTOR_CACHE_DIR", "torchinductor"), ("TRITON_CACHE_DIR", "triton"),
+                     ("PYTORCH_KERNEL_CACHE_PATH", "torch-kernels"), ("MPLCONFIGDIR", "matplotlib")):
+        os.environ.setdefault(var, str(cache / sub))

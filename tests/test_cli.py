@@ -11,8 +11,8 @@ import pytest
 from warehouse.store import Store
 
 
-def taskmine(*args, home, check=False):
-    env = {**os.environ, "TASKMINE_HOME": str(home)}
+def taskmine(*args, home, check=False, **env_extra):
+    env = {**os.environ, "TASKMINE_HOME": str(home), **env_extra}
     env.pop("DAGSTER_HOME", None)
     r = subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True, env=env,
                        timeout=600)
@@ -47,6 +47,16 @@ def test_bad_arguments_get_one_line(tmp_path, args, needle):
     assert needle in one_line_error(r)
 
 
+@pytest.mark.parametrize("args", [["audit"], ["replay", "--task", "ab", "--agent", "null"]])
+def test_a_home_that_does_not_exist_is_not_created(tmp_path, args):
+    missing = tmp_path / "nowhere" / "home"
+    r = subprocess.run([sys.executable, "-m", "pipelines.cli", "--home", str(missing), *args], capture_output=True,
+                       text=True, env={k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}, timeout=120)
+    assert r.returncode == 2
+    one_line_error(r)
+    assert not (tmp_path / "nowhere").exists()
+
+
 def test_bad_dataset_config_is_one_line(tmp_path):
     (tmp_path / "exports" / "acme").mkdir(parents=True)
     (tmp_path / "exports" / "acme" / "taskmine.toml").write_text("repeats = 0\nfamilies = ['nope']\n")
@@ -61,8 +71,8 @@ def test_folder_with_nothing_recognisable_fails_that_dataset_with_one_line(tmp_p
     r = taskmine("run", "--exports", str(tmp_path / "exports"), "--sandbox", "local", home=tmp_path / "home")
     assert r.returncode == 1
     failed = next(line for line in r.stdout.splitlines() if "FAILED raw_events" in line)
-    assert "NothingToIngest" in failed and " found; expected " in failed, r.stdout
-    one_line_error(r)
+    assert " found; expected " in failed and "Traceback" not in r.stdout + r.stderr, r.stdout
+    assert " found; expected " in one_line_error(r)   # the run's one-line reason, not "a stage failed"
 
 
 @pytest.mark.slow
@@ -79,9 +89,16 @@ def test_run_with_bad_records_quarantines_them_and_loses_nothing(tmp_path, sampl
     (exports / "acme" / "not-a-repo").mkdir()
     (exports / "acme" / "not-a-repo" / ".git").write_text("gitdir: /nowhere\n")
     home = tmp_path / "home"
-    r = taskmine("run", "--exports", str(exports), "--sandbox", "local", home=home)
+    # a HOME and TMPDIR of their own: the run must leave nothing there (torch, matplotlib, Dagster caches)
+    user_home, tmp = tmp_path / "user-home", tmp_path / "tmpdir"
+    user_home.mkdir()
+    tmp.mkdir()
+    r = taskmine("run", "--exports", str(exports), "--sandbox", "local", home=home, HOME=str(user_home),
+                 TMPDIR=str(tmp))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "published:" in r.stdout and "validated" in r.stdout
+    assert not [str(p) for p in (*user_home.rglob("*"), *tmp.rglob("*"))]
+    assert (home / "cache").is_dir()
     store = Store(home)
     quarantined = store.read("quarantine", "acme")
     files = {q.file for q in quarantined}

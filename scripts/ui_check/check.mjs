@@ -17,6 +17,7 @@ const TMP = env('UI_CHECK_TMP');
 const OUT = env('UI_CHECK_OUT');
 const MODE = env('UI_CHECK_MODE', 'sensor');
 const DATASET = 'acme';
+const JUNK = 'junk'; // a dataset of unreadable files: its run must fail with a one-line reason, publishing nothing
 const CHROMIUM = env('CHROMIUM', '/usr/bin/chromium');
 const RUN_TIMEOUT_S = Number(env('UI_CHECK_RUN_TIMEOUT', '360'));
 const SENSOR_WAIT_S = Number(env('UI_CHECK_SENSOR_WAIT', '90'));
@@ -163,14 +164,18 @@ async function latestMaterialization(asset) {
       assetMaterializations(partitions: $p, limit: 1) { runId partition metadataEntries { label __typename
         ... on TextMetadataEntry { text } ... on BoolMetadataEntry { boolValue } ... on IntMetadataEntry { intValue }
         ... on FloatMetadataEntry { floatValue } ... on JsonMetadataEntry { jsonString }
-        ... on PathMetadataEntry { path } ... on MarkdownMetadataEntry { mdStr } } } } } }`,
+        ... on PathMetadataEntry { path } ... on MarkdownMetadataEntry { mdStr }
+        ... on TableMetadataEntry { table { records } } } } } } }`,
   { k: { path: [asset] }, p: [DATASET] });
   const m = d.assetOrError?.assetMaterializations?.[0];
   if (!m) return null;
   const md = {};
   for (const e of m.metadataEntries) {
+    // a table (the funnel) becomes {first column: second column}, e.g. {events: 269, ...}
+    const table = e.table?.records?.map((r) => Object.values(JSON.parse(r)));
     md[e.label] = e.text ?? e.boolValue ?? e.intValue ?? e.floatValue ?? e.path ?? e.mdStr
-      ?? (e.jsonString !== undefined ? JSON.parse(e.jsonString) : undefined);
+      ?? (e.jsonString !== undefined ? JSON.parse(e.jsonString) : undefined)
+      ?? (table ? Object.fromEntries(table.map((r) => [r[0], r[1]])) : undefined);
   }
   return { runId: m.runId, metadata: md };
 }
@@ -233,15 +238,16 @@ async function shot(name, opts = {}) {
   log(`screenshot ${file}`);
 }
 
-/** Go to a UI path and dismiss the "Join the Dagster community" modal if it shows up. */
+/** Go to a UI path. The "Join the Dagster community" modal must never show (nux is off in the instance
+ * config); if it does, that is a failure, and it is dismissed so the rest of the check can go on. */
 async function go(urlPath, ready) {
   await page.goto(BASE + urlPath);
   if (ready) await ready().waitFor({ timeout: 30000 });
   const skip = page.getByRole('button', { name: 'Skip', exact: true });
   try {
     await skip.waitFor({ state: 'visible', timeout: ready ? 1500 : 5000 });
+    expect(false, `no "Join the Dagster community" modal on ${urlPath}`);
     await skip.click();
-    log('dismissed the "Join the Dagster community" modal (Skip)');
   } catch { /* no modal */ }
 }
 
@@ -333,6 +339,8 @@ async function visitAssets(uiRunId, withChecks) {
   await go(`/assets/published_dataset?partition=${DATASET}`, () => page.getByText('Latest materialization').first());
   await sleep(1500);
   await shot('05_published_dataset');
+  const pubText = await page.locator('body').innerText();
+  expect(/kept from previous/.test(pubText) || /funnel/.test(pubText), 'published_dataset shows the funnel table');
   // Every asset that has checks: its Checks tab must show each of them Passed (the checks are spread over
   // raw_events, anonymized_events, validations and published_dataset).
   for (const { asset, checks } of withChecks) {
@@ -353,6 +361,40 @@ async function writeSample() {
   if (r.code !== 0) throw new Error(`taskmine sample failed (exit ${r.code}): ${r.out.slice(-500)}`);
 }
 
+function writeJunk() {
+  const dir = path.join(EXPORTS, JUNK, 'jira');
+  fs.mkdirSync(dir, { recursive: true });
+  for (const i of [1, 2, 3]) fs.writeFileSync(path.join(dir, `X-${i}.json`), '{"key": "X-1", "fields": {"created": ');
+}
+
+/** The junk dataset's run (started by the sensor) fails, says why in one line, and publishes nothing. */
+async function junkRun() {
+  const deadline = Date.now() + SENSOR_WAIT_S * 1000;
+  let run = null;
+  while (!run && Date.now() < deadline) {
+    run = (await sensorRuns()).find((r) => r.tags.some((t) => t.key === 'dagster/partition' && t.value === JUNK));
+    if (!run) await sleep(3000);
+  }
+  if (!expect(!!run, `sensor launched a run for the junk dataset ${JUNK}`)) return;
+  const done = await waitForRun(run.runId, 'junk run');
+  const reason = done.tags.find((t) => t.key === 'taskmine/error')?.value ?? '';
+  summary.junk_run = { id: done.runId, status: done.status, reason };
+  expect(done.status === 'FAILURE', `the junk run failed (${done.status})`);
+  expect(/could not be read, over max_quarantine_rate/.test(reason), `its taskmine/error tag says why: "${reason}"`);
+  const text = await runPageShot(done.runId, '02c_junk_run_failed');
+  expect(text.includes('could not be read'), 'the run page shows the one-line reason');
+  expect(!fs.existsSync(path.join(HOME_UI, 'published', JUNK, 'LATEST')), 'nothing of the junk dataset was published');
+}
+
+async function scheduleIsRunning() {
+  const d = await gql(`{ schedulesOrError(repositorySelector: { repositoryName: "__repository__",
+      repositoryLocationName: "taskmine" }) { __typename ... on Schedules { results { name scheduleState { status } } } } }`)
+    .catch((e) => ({ error: e.message }));
+  const found = d.schedulesOrError?.results?.find((r) => r.name === 'daily_changed_datasets');
+  expect(found?.scheduleState?.status === 'RUNNING',
+    `schedule daily_changed_datasets is on by default (${found?.scheduleState?.status ?? JSON.stringify(d).slice(0, 200)})`);
+}
+
 function parseCli(out) {
   const funnel = {};
   for (const m of out.matchAll(/^ {2}(\w+)\s+(\d+)\s*$/gm)) funnel[m[1]] = Number(m[2]);
@@ -369,7 +411,7 @@ function manifest(home) {
 
 async function uiPhase() {
   fs.mkdirSync(EXPORTS, { recursive: true });
-  if (MODE === 'sensor') await writeSample();
+  if (MODE === 'sensor') { await writeSample(); writeJunk(); }
   const port = await freePort();
   BASE = `http://127.0.0.1:${port}`;
   startUi(port);
@@ -393,6 +435,7 @@ async function uiPhase() {
     page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text().slice(0, 300)); });
     page.on('pageerror', (e) => consoleErrors.push(`pageerror: ${e.message.slice(0, 300)}`));
     await lineageShot('01_lineage');
+    await scheduleIsRunning();
 
     // The sensor (default RUNNING) turns the new folder into a partition and launches a run at once.
     let sensorRun = null;
@@ -418,6 +461,7 @@ async function uiPhase() {
         const m = await latestMaterialization('published_dataset');
         summary.sensor_run.version = m?.metadata.version;
       }
+      await junkRun();
     }
 
     const runId = await materializeAll();
@@ -516,6 +560,7 @@ async function main() {
   console.log('\n==================== ui_check summary ====================');
   console.log(`mode            ${MODE}`);
   if (summary.sensor_run) console.log(`sensor run      ${summary.sensor_run.id} ${summary.sensor_run.status} ${summary.sensor_run.seconds}s`);
+  if (summary.junk_run) console.log(`junk run        ${summary.junk_run.id} ${summary.junk_run.status}: ${summary.junk_run.reason}`);
   console.log(`UI run          ${summary.ui_run?.id ?? '-'} ${summary.ui_run?.status ?? '-'} ${summary.ui_run?.seconds ?? '-'}s (validated_now=${summary.ui_validations?.validated_now ?? '?'})`);
   console.log(`CLI same home   ${summary.cli_same_home?.seconds?.toFixed(0) ?? '-'}s version=${summary.cli_same_home?.version} new_version=${summary.cli_same_home?.new_version}`);
   console.log(`CLI fresh home  ${summary.cli_other_home?.seconds?.toFixed(0) ?? '-'}s version=${summary.cli_other_home?.version}`);

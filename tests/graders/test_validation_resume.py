@@ -1,0 +1,70 @@
+"""A validation stage killed in the middle (kill -9) keeps every task it finished; the re-run does the rest."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from graders.sandbox import LocalSandbox
+from taskmine import flow
+from task_builders.config import DatasetConfig
+from warehouse.store import Store
+
+DIES_AT_TASK = """
+import os, signal, sys
+from graders.sandbox import LocalSandbox
+from taskmine import flow
+from warehouse.store import Store
+
+class DiesAtTask(LocalSandbox):
+    runs = 0
+    def run(self, *args, **kwargs):
+        DiesAtTask.runs += 1
+        if DiesAtTask.runs > 2 * int(sys.argv[2]):   # oracle + null per task (repeats=1)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().run(*args, **kwargs)
+
+flow.validations(Store(sys.argv[1]), "acme", DiesAtTask(), repeats=1)
+"""
+
+
+class Counting(LocalSandbox):
+    def __init__(self):
+        super().__init__()
+        self.runs = 0
+
+    def run(self, *args, **kwargs):
+        self.runs += 1
+        return super().run(*args, **kwargs)
+
+
+@pytest.fixture
+def built(tmp_path, sample_company):
+    store = Store(tmp_path / "home")
+    config = DatasetConfig(ner_model="", families=("ticket_triage",))
+    flow.prepare(store, "acme", sample_company / "acme", config)
+    flow.work_items(store, "acme", config)
+    flow.tasks(store, "acme", config)
+    return store
+
+
+def test_a_killed_validation_keeps_finished_tasks_and_the_rerun_does_only_the_rest(built):
+    store = built
+    total = store.count("tasks", "acme")
+    assert total >= 6
+    proc = subprocess.run([sys.executable, "-c", DIES_AT_TASK, str(store.home), "5"], capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    kept = {v.task_id for v in store.read("validations", "acme")}
+    assert len(kept) == 5   # the five finished tasks survived the kill
+
+    box = Counting()
+    res = flow.validations(store, "acme", box, repeats=1)
+    assert res.counts["validated_now"] == total - 5
+    assert box.runs == 2 * (total - 5)
+    assert res.counts["valid"] == total and res.counts["runs"] == 2 * total
+
+    again = Counting()
+    assert flow.validations(store, "acme", again, repeats=1).counts["validated_now"] == 0 and again.runs == 0

@@ -1,0 +1,131 @@
+"""What must stop a run: a mostly unreadable export, a leak after anonymization, nothing valid to publish.
+
+Each gate is a blocking asset check (or the publish step itself); a run it stops fails with one line that
+says why (the run's `taskmine/error` tag, printed by `taskmine run`), and LATEST stays where it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from dagster import DagsterInstance, DefaultScheduleStatus
+
+from pipelines.assets import datasets
+from pipelines.automation import daily_changed_datasets
+from pipelines.definitions import defs
+from pipelines.errors import ERROR_TAG
+from taskmine import flow
+from task_builders.config import DatasetConfig
+from warehouse.store import Store
+
+GATES = {"quarantine_rate", "anonymized_leaks", "oracle_and_null", "splits_leakage_safe", "leak_audit"}
+
+
+def test_the_gates_are_blocking_checks():
+    graph = defs.resolve_asset_graph()
+    blocking = {k.name for k in graph.asset_check_keys if graph.get_check_spec(k).blocking}
+    assert GATES <= blocking
+
+
+def _junk_dataset(root):
+    ds = root / "exports" / "junk"
+    (ds / "jira").mkdir(parents=True)
+    for i in range(3):
+        (ds / "jira" / f"ISSUE-{i}.json").write_text('{"key": "X-1", "fields": {"created": ')  # truncated
+    (ds / "mail.mbox").write_bytes(b"From nobody\n\xff\xfe garbage without headers\n")
+    return ds.parent
+
+
+def _published(home, dataset, version="0.1.0-earlier"):
+    """A version published by an earlier, good run: LATEST must still point at it afterwards."""
+    pub = home / "published" / dataset
+    (pub / version).mkdir(parents=True)
+    (pub / version / "manifest.json").write_text(json.dumps({"tasks": 1}))
+    (pub / "LATEST").write_text(version + "\n")
+    return pub
+
+
+def test_a_junk_export_stops_at_the_quarantine_check_and_keeps_latest(tmp_path):
+    exports = _junk_dataset(tmp_path)
+    home = tmp_path / "home"
+    pub = _published(home, "junk")
+    env = {**os.environ, "TASKMINE_HOME": str(home)}
+    env.pop("DAGSTER_HOME", None)
+    r = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", "--exports", str(exports), "--sandbox", "local"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "check quarantine_rate" in r.stdout and "FAILED" in r.stdout
+    assert "identities" not in r.stdout.split("check quarantine_rate")[1]   # nothing after the gate ran
+    error = [line for line in r.stderr.splitlines() if line.startswith("taskmine: error:")]
+    assert len(error) == 1 and "could not be read, over max_quarantine_rate 0.2" in error[0], r.stderr
+    assert "Traceback" not in r.stderr
+    assert (pub / "LATEST").read_text().strip() == "0.1.0-earlier"
+    assert sorted(p.name for p in pub.iterdir()) == ["0.1.0-earlier", "LATEST"]
+
+
+def _run(dataset: str):
+    instance = DagsterInstance.get()
+    if not instance.has_dynamic_partition(datasets.name, dataset):
+        instance.add_dynamic_partitions(datasets.name, [dataset])
+    result = defs.resolve_job_def("taskmine_job").execute_in_process(
+        instance=instance, partition_key=dataset, raise_on_error=False)
+    return result, instance.get_run_by_id(result.run_id)
+
+
+@pytest.mark.slow
+def test_a_leak_after_anonymization_stops_the_run_there(taskmine_env, sample_company, monkeypatch, tmp_path):
+    """An anonymizer that lets real names through (here: one that returns events unchanged) must stop the
+    run at the anonymized_leaks check, before a single task is built."""
+    import shutil
+
+    from task_builders.anonymize import Anonymizer
+
+    exports = tmp_path / "exports"
+    shutil.copytree(sample_company, exports, symlinks=True)
+    (exports / "acme" / "taskmine.toml").write_text('ner_model = ""\n')
+    monkeypatch.setenv("TASKMINE_EXPORTS", str(exports))
+    monkeypatch.setenv("TASKMINE_SANDBOX", "local")
+    monkeypatch.setattr(Anonymizer, "event", lambda self, e: e)
+    result, run = _run("acme")
+    assert not result.success
+    checks = {e.event_specific_data.check_name: e.event_specific_data for e in result.all_events
+              if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    assert not checks["anonymized_leaks"].passed
+    done = {e.asset_key.to_user_string() for e in result.all_events if e.event_type_value == "ASSET_MATERIALIZATION"}
+    assert done == {"raw_events", "identities", "anonymized_events"}
+    assert Store(taskmine_env).count("tasks", "acme") == 0
+    reason = run.tags[ERROR_TAG]
+    assert "known identities survive anonymization" in reason and "name" in reason, reason
+
+
+def test_publish_refuses_when_nothing_is_valid(taskmine_env):
+    store = Store(taskmine_env)
+    with pytest.raises(flow.PublishRefused, match=r"no task was built from it \(see the funnel and the rejections table\); nothing published$"):
+        flow.publish(store, "empty", DatasetConfig())
+    pub = _published(taskmine_env, "empty")
+    with pytest.raises(flow.PublishRefused, match="LATEST stays at 0.1.0-earlier"):
+        flow.publish(store, "empty", DatasetConfig())
+    assert (pub / "LATEST").read_text().strip() == "0.1.0-earlier"
+
+
+def test_the_daily_schedule_runs_by_default_and_says_so():
+    assert daily_changed_datasets.default_status == DefaultScheduleStatus.RUNNING
+    assert "03:00" in daily_changed_datasets.description
+
+
+def test_the_instance_has_no_community_modal_and_keeps_user_settings(tmp_path, monkeypatch):
+    from taskmine.paths import dagster_home
+
+    monkeypatch.setenv("TASKMINE_HOME", str(tmp_path / "fresh"))
+    d = dagster_home()
+    instance = DagsterInstance.from_config(str(d))
+    assert not instance.nux_enabled and not instance.telemetry_enabled
+    monkeypatch.setenv("TASKMINE_HOME", str(tmp_path / "old"))
+    (tmp_path / "old" / "dagster").mkdir(parents=True)
+    (tmp_path / "old" / "dagster" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    assert not DagsterInstance.from_config(str(dagster_home())).nux_enabled
+    assert (tmp_path / "old" / "dagster" / "dagster.yaml").read_text().startswith("telemetry:\n  enabled: false\n")
