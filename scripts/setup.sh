@@ -44,20 +44,28 @@ cpu_wheel_dir() {
 if [ "$(uname -s)" = "Linux" ] && dir=$(cpu_wheel_dir) && [ -n "$dir" ]; then
   echo "setup: torch: the CPU build from $dir" >&2
   if [ -n "$plan" ]; then echo "torch: cpu $dir"; exit 0; fi
-  uv pip install --quiet --python .venv/bin/python --require-hashes --find-links "$dir" -r requirements/torch-cpu.txt
+  uv pip install --quiet --no-config --python .venv/bin/python --require-hashes --find-links "$dir" \
+    -r requirements/torch-cpu.txt
   # What only PyPI's build needs (CUDA libraries, triton), left by an earlier install without the wheel.
   cuda_only=$(comm -23 <(sed -n 's/^\([A-Za-z0-9_.-]*\)==.*/\1/p' requirements/torch-pypi.txt | sort -u) \
                        <(sed -n 's/^\([A-Za-z0-9_.-]*\)==.*/\1/p' requirements/torch-cpu.txt | sort -u))
-  installed=$(uv pip freeze --python .venv/bin/python 2>/dev/null | sed -n 's/^\([A-Za-z0-9_.-]*\)==.*/\1/p')
+  installed=$(uv pip freeze --no-config --python .venv/bin/python 2>/dev/null | sed -n 's/^\([A-Za-z0-9_.-]*\)==.*/\1/p')
   stale=$(comm -12 <(echo "$cuda_only") <(echo "$installed" | sort -u) | tr '\n' ' ')
   if [ -n "${stale// /}" ]; then
     # shellcheck disable=SC2086
-    uv pip uninstall --quiet --python .venv/bin/python $stale
+    uv pip uninstall --quiet --no-config --python .venv/bin/python $stale
   fi
 else
   echo "setup: torch: PyPI's build (no CPU wheel on this machine; on Linux x86_64 this is several GB once)" >&2
   if [ -n "$plan" ]; then echo "torch: pypi"; exit 0; fi
-  uv pip install --quiet --python .venv/bin/python --require-hashes -r requirements/torch-pypi.txt
+  uv pip install --quiet --no-config --python .venv/bin/python --require-hashes -r requirements/torch-pypi.txt
+fi
+# (--no-config: inside the project, uv pip would apply pyproject's override that keeps torch out of uv.lock)
+want=$(sed -n 's/^torch==\([0-9.]*\).*/\1/p' requirements/torch-pypi.txt)
+got=$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null || true)
+if [ "${got%%+*}" != "$want" ]; then
+  echo "setup: error: torch $want is not installed after setup (found: ${got:-none}); see the lines above" >&2
+  exit 1
 fi
 
 if [ "$(id -u)" = "0" ]; then

@@ -65,6 +65,7 @@ def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: st
     version = f"{PIPELINE_VERSION}-{digest}"
     final = out_root / dataset / version
     if final.exists() and (final / "manifest.json").exists():
+        (out_root / dataset / "LATEST").write_text(version + "\n")   # content went back to an older version
         return Published(final, version, len(tasks), False)
     stage = out_root / dataset / f".staging-{version}-{os.getpid()}"
     if stage.exists():
