@@ -21,7 +21,10 @@ Invariants:
   textconv are off, the global/system config is ignored, every transport is disallowed (a partial
   clone's missing blobs fail instead of being fetched).
 - A commit git cannot show (a missing or corrupt object) becomes a `Quarantine` row and the other
-  commits are still read: after a failed pass, the commits not yet seen are shown one by one.
+  commits are still read: after a failed pass, the commits not yet seen are shown one by one. A commit
+  whose patch cannot be made (a blob missing, as in a partial clone) still becomes an event from its
+  message, people and file list (`attrs.diff_unavailable`), and its patch is quarantined
+  (`git_diff_unreadable`): the message and the people are what links and identities need.
 - Text is UTF-8 (`i18n.logOutputEncoding`); a message or path that is not valid UTF-8 is decoded with
   U+FFFD replacements and flagged `attrs.encoding_error`.
 """
@@ -76,7 +79,9 @@ def _git(gdir: Path, *args: str) -> list[str]:
             "-c", "diff.relative=false", *args]
 
 
-def _env() -> dict[str, str]:
+def safe_env() -> dict[str, str]:
+    """The environment for git on a user's repository: no user/system config, no prompts, and no transport
+    at all (GIT_ALLOW_PROTOCOL=none), so a partial clone never fetches its missing objects from the network."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_ALLOW_PROTOCOL="none",
                GIT_TERMINAL_PROMPT="0", LC_ALL="C")
@@ -207,7 +212,7 @@ class GitExtractor(Extractor):
         # The pass stopped at a commit git could not show: list every commit, show the rest one by one.
         # rev-list stops too at a commit whose own object is unreadable (its ancestors cannot be found
         # from there); the commits it listed before that are still shown.
-        listed = subprocess.run(_git(gdir, "rev-list", *REVS), capture_output=True, env=_env())
+        listed = subprocess.run(_git(gdir, "rev-list", *REVS), capture_output=True, env=safe_env())
         if listed.returncode:
             yield self.quarantine(file=name, error_class="git_error", message=f"git log failed: {failure}; "
                                   f"git rev-list failed: {_first_line(listed.stderr)}")
@@ -218,17 +223,27 @@ class GitExtractor(Extractor):
                 with closing(self._log(gdir, "-1", sha)) as commits:
                     for commit in commits:
                         yield self._event(commit, name, repo)
+                continue
+            except GitError as e:
+                failure = str(e)
+            try:  # without the patch (and rename detection, which reads blobs too)
+                with closing(self._log(gdir, "-1", sha, patch=False)) as commits:
+                    for commit in commits:
+                        yield self._event(commit, name, repo, diff_unavailable=True)
+                yield self.quarantine(file=name, member=sha, error_class="git_diff_unreadable",
+                                      message=f"the patch of {sha[:12]} cannot be made: {failure}")
             except GitError as e:
                 yield self.quarantine(file=name, member=sha, error_class="git_error", message=str(e))
 
-    def _log(self, gdir: Path, *revs: str) -> Iterator[dict]:
+    def _log(self, gdir: Path, *revs: str, patch: bool = True) -> Iterator[dict]:
         """Parsed commits of one streaming `git log`; raises GitError (after the complete ones) on failure."""
         cap = self.config.max_diff_bytes
-        cmd = _git(gdir, "log", "-z", f"--format={FORMAT}", "--raw", "-p", "-M", "--no-ext-diff",
-                   "--no-textconv", "--no-color", "--unified=3", "--root", *revs, "--")
+        diff = ["-p", "-M", "--unified=3"] if patch else ["--no-renames"]   # (--unified implies -p)
+        cmd = _git(gdir, "log", "-z", f"--format={FORMAT}", "--raw", *diff, "--no-ext-diff",
+                   "--no-textconv", "--no-color", "--root", *revs, "--")
         with tempfile.TemporaryFile() as err:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                                    env=_env())
+                                    env=safe_env())
             try:
                 pending = None
                 for raw, size in _records(proc.stdout, cap + COUNT_SLACK):
@@ -246,7 +261,7 @@ class GitExtractor(Extractor):
                 proc.stdout.close()
                 proc.wait()
 
-    def _event(self, c: dict, name: str, repo: str) -> Row:
+    def _event(self, c: dict, name: str, repo: str, diff_unavailable: bool = False) -> Row:
         if not _SHA.fullmatch(c["sha"]) or c["ts"] is None:
             return self.quarantine(file=name, member=c["sha"][:64], error_class="bad_record",
                                    message="git printed a commit without a SHA or a readable committer date",
@@ -261,6 +276,8 @@ class GitExtractor(Extractor):
                  "repo": repo, "diff_truncated": c["diff_truncated"], "people": people}
         if c["encoding_error"]:
             attrs["encoding_error"] = True
+        if diff_unavailable:
+            attrs["diff_unavailable"] = True
         return self.event(kind="commit", native_id=c["sha"], ts=c["ts"], actor=people[0]["handle"],
                           actor_name=c["author"]["name"], title=c["subject"], body=c["message"],
                           attrs=attrs, artifacts=artifacts, diff=c["diff"], provenance={"file": name})

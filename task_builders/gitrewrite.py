@@ -8,6 +8,9 @@ Invariants:
   blob contents change, so a SHA map old -> new is returned for every commit.
 - Tags are dropped (they may carry names and are not history the tasks need); signatures stripped.
 - Deterministic: the same input repository and mapping functions give the same new SHAs.
+- Git runs on the source with `extractors.git.safe_env()`: a partial clone's missing objects are never
+  fetched from its promisor remote; a repository that cannot be read whole fails with `GitRewriteError`
+  (its first line of git's error and the number of missing objects), which the caller quarantines.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
+
+from extractors.git import safe_env
 
 IdentityMap = Callable[[str, str], tuple[str, str]]
 TextMap = Callable[[str], str]
@@ -63,9 +68,9 @@ def rewrite(src: Path, dst: Path, *, identity: IdentityMap, message: TextMap,
     subprocess.run(["git", "init", "-q", "--bare", str(dst)], check=True)
     subprocess.run(["git", "-C", str(dst), "config", "core.logAllRefUpdates", "false"], check=True)
     export = subprocess.Popen(
-        ["git", "-C", str(src), "fast-export", "--branches", "--signed-tags=strip",
+        ["git", "-C", str(src), "-c", "safe.directory=*", "fast-export", "--branches", "--signed-tags=strip",
          "--tag-of-filtered-object=drop", "--reencode=yes", "--show-original-ids"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=safe_env())
     with tempfile.TemporaryDirectory() as tmp:
         marks = Path(tmp) / "marks"
         imp = subprocess.Popen(
@@ -80,18 +85,39 @@ def rewrite(src: Path, dst: Path, *, identity: IdentityMap, message: TextMap,
         err_imp = imp.stderr.read().decode(errors="replace")
         err_exp = export.stderr.read().decode(errors="replace")
         if export.wait() != 0:
-            raise GitRewriteError(f"git fast-export failed on {src}: {err_exp.strip()[:300]}")
+            lines = [ln.strip() for ln in err_exp.splitlines() if ln.strip()]
+            fatal = [ln for ln in lines if ln.startswith(("fatal", "error"))]
+            first = (fatal or lines or ["no error output"])[-1]   # git's last word names the object
+            missing = missing_objects(src)
+            more = f"; {missing} objects are missing (a partial clone?)" if missing else ""
+            raise GitRewriteError(f"git fast-export failed on {src.name}: {first[:300]}{more}")
         if imp.wait() != 0:
             raise GitRewriteError(f"git fast-import failed: {err_imp.strip()[:300]}")
         new_of_mark = dict(line.split() for line in marks.read_text().splitlines() if line.strip())
     sha_map = {old: new_of_mark[mark] for mark, old in original.items() if mark in new_of_mark}
-    head = subprocess.run(["git", "-C", str(src), "rev-parse", "--verify", "-q", "HEAD"],
-                          capture_output=True, text=True).stdout.strip()
-    head_branch = subprocess.run(["git", "-C", str(src), "symbolic-ref", "-q", "HEAD"],
-                                 capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(["git", "-C", str(src), "-c", "safe.directory=*", "rev-parse", "--verify", "-q", "HEAD"],
+                          capture_output=True, text=True, env=safe_env()).stdout.strip()
+    head_branch = subprocess.run(["git", "-C", str(src), "-c", "safe.directory=*", "symbolic-ref", "-q", "HEAD"],
+                                 capture_output=True, text=True, env=safe_env()).stdout.strip()
     if head_branch:
         subprocess.run(["git", "-C", str(dst), "symbolic-ref", "HEAD", head_branch], check=True)
     return RewriteResult(sha_map, sha_map.get(head))
+
+
+def head(src: Path) -> str:
+    """The source repository's HEAD commit; GitRewriteError when it has none git can read."""
+    r = subprocess.run(["git", "-C", str(src), "-c", "safe.directory=*", "rev-parse", "--verify", "-q", "HEAD"],
+                       capture_output=True, text=True, env=safe_env())
+    if r.returncode != 0 or not r.stdout.strip():
+        raise GitRewriteError(f"{src.name}: no readable HEAD commit ({r.stderr.strip()[:200] or 'empty repository'})")
+    return r.stdout.strip()
+
+
+def missing_objects(src: Path) -> int:
+    """How many objects reachable from the branches git cannot find (0 when it cannot tell)."""
+    r = subprocess.run(["git", "-C", str(src), "-c", "safe.directory=*", "rev-list", "--objects", "--branches",
+                        "--missing=print"], capture_output=True, env=safe_env())
+    return sum(1 for line in r.stdout.splitlines() if line.startswith(b"?"))
 
 
 def _filter(inp: BinaryIO, out: BinaryIO, identity: IdentityMap, message: TextMap,

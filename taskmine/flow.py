@@ -21,7 +21,6 @@ from task_builders import gitrewrite, identity, mining
 from task_builders.anonymize import Anonymizer, Vault, message_ids
 from task_builders.config import DatasetConfig
 from task_builders.families import BuildContext, families
-from task_builders.worlds import git
 from warehouse import publish as publishing
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Quarantine, Rejection, Task, Validation
@@ -181,7 +180,9 @@ def anonymize(store: Store, dataset: str, dataset_dir: Path, config: DatasetConf
     if failed:
         store.merge("quarantine", dataset, failed)
     repos = anonymize_repos(store, dataset, dataset_dir, anon)
+    unreadable = sum(1 for q in store.iter("quarantine", dataset) if q.error_class == "git_unreadable")
     return StageResult({"events": len(rows), "quarantined": len(failed), "persons": len(anon.people),
+                        "repositories_quarantined": unreadable,
                         "outsiders": len(anon.outsiders),
                         "repositories": len(repos), "ner": status},
                        _preview((r for r in rows if r.body), ("kind", "actor_name", "title")))
@@ -203,7 +204,11 @@ def repos_index(store: Store, dataset: str) -> Path:
 
 
 def anonymize_repos(store: Store, dataset: str, dataset_dir: Path, anon: Anonymizer) -> dict[str, dict]:
-    """Rewrite each repository once per (source HEAD, pseudonym set); reuse the rewrite otherwise."""
+    """Rewrite each repository once per (source HEAD, pseudonym set); reuse the rewrite otherwise.
+
+    A repository that cannot be read or rewritten whole (a partial clone's missing blobs, a corrupt object)
+    is quarantined with git's reason and left out of the index: its commits stay events, the tasks that need
+    it are rejected with the reason, and every other source of the dataset goes on."""
     sources: dict[str, str] = {}
     for e in store.iter("events", dataset):
         if e.kind == "commit" and e.attrs.get("repo") is not None:
@@ -211,26 +216,42 @@ def anonymize_repos(store: Store, dataset: str, dataset_dir: Path, anon: Anonymi
     index_file = repos_index(store, dataset)
     index = json.loads(index_file.read_text()) if index_file.exists() else {}
     fingerprint = content_hash("pseudonyms", sorted((k, v.full_name) for k, v in anon.vault.pseudonyms.items()))
-    out = {}
+    out, broken = {}, []
     for name, src in sorted(sources.items()):
         src_path = dataset_dir / src
-        head = git(src_path, "rev-parse", "HEAD").strip()
-        key = content_hash("anon-repo", head, fingerprint)
         slug = name.replace("/", "_") or "repo"
         dst = store.worlds(dataset) / "repos" / f"{slug}.git"
-        if index.get(name, {}).get("key") == key and dst.exists():
-            out[name] = index[name]
+        try:
+            head = gitrewrite.head(src_path)
+            key = content_hash("anon-repo", head, fingerprint)
+            if index.get(name, {}).get("key") == key and dst.exists():
+                out[name] = index[name]
+                continue
+            _remove_rewrites(dst, slug)
+            result = gitrewrite.rewrite(src_path, dst, identity=anon.git_identity, message=anon.scrub,
+                                        blob=_blob_scrubber(anon))
+        except gitrewrite.GitRewriteError as exc:
+            _remove_rewrites(dst, slug)
+            broken.append(Quarantine(
+                quarantine_id=content_hash("git-rewrite", dataset, name), dataset=dataset, source="git", file=src,
+                error_class="git_unreadable", message=f"{exc}; its commits are kept as events, tasks that need "
+                "this repository are rejected"[:500]))
             continue
-        if dst.exists():
-            shutil.rmtree(dst)
-        for stale in dst.parent.glob(f"{slug}.linkfree.*"):
-            shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
-        result = gitrewrite.rewrite(src_path, dst, identity=anon.git_identity, message=anon.scrub,
-                                    blob=_blob_scrubber(anon))
         out[name] = {"key": key, "path": str(dst), "sha_map": result.sha_map}
     index_file.parent.mkdir(parents=True, exist_ok=True)
     index_file.write_text(json.dumps(out, sort_keys=True))
+    stale = [q for q in store.read("quarantine", dataset) if q.error_class == "git_unreadable"]
+    if broken or stale:
+        kept = [q for q in store.read("quarantine", dataset) if q.error_class != "git_unreadable"]
+        store.replace("quarantine", dataset, kept + broken)
     return out
+
+
+def _remove_rewrites(dst: Path, slug: str) -> None:
+    if dst.exists():
+        shutil.rmtree(dst)
+    for stale in dst.parent.glob(f"{slug}.linkfree.*"):
+        shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
 
 
 def _blob_scrubber(anon: Anonymizer):

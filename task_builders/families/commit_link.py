@@ -47,7 +47,7 @@ class CommitLink(Family):
     name = "commit_link"
 
     def build(self, ctx: BuildContext) -> Iterator[Task | Rejection]:
-        if not ctx.repos:
+        if not ctx.repos and not any(e.kind == "commit" for e in ctx.events.values()):
             for item in ctx.items:
                 if item.attrs.get("fix_shas"):
                     yield self.reject(ctx, item, "no git repository in the dataset")
@@ -64,6 +64,10 @@ class CommitLink(Family):
             repos = {commits[s].attrs.get("repo") for s in shas if s in commits}
             if len(repos) != 1:
                 yield self.reject(ctx, item, "fixing commits span several repositories", ",".join(map(str, repos)))
+                continue
+            if next(iter(repos)) not in linkfree:
+                yield self.reject(ctx, item, "repository could not be rewritten", f"{next(iter(repos))}: "
+                                  "see its git_unreadable row in the quarantine")
                 continue
             try:
                 yield self._task(ctx, item, issues[item.thread_key], [commits[s] for s in shas],

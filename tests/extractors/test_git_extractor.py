@@ -21,11 +21,24 @@ class TestGitContract(ExtractorContract):
         return repo
 
     def make_bad_input(self, tmp_path):
-        """Four commits; the blob the third one adds is gone (a damaged or partial clone)."""
+        """Four commits; the blob the third one adds is gone (a damaged or partial clone). What is bad is
+        that commit's patch: it is quarantined, and the commit itself (message, people, files) stays an
+        event, so all four commits come out."""
         repo = tmp_path / "repo"
         make_repo(repo, 4)
         blob_path(repo, "HEAD:src/f2.txt").unlink()
-        return repo, 3
+        return repo, 4
+
+
+def test_a_commit_whose_patch_cannot_be_made_keeps_its_message_and_people(tmp_path):
+    repo = tmp_path / "repo"
+    make_repo(repo, 4)
+    blob_path(repo, "HEAD:src/f2.txt").unlink()
+    events, quarantined = run(repo)
+    broken = [e for e in events if e.attrs.get("diff_unavailable")]
+    assert len(broken) == 1 and broken[0].body and broken[0].actor and broken[0].diff is None
+    assert [f["path"] for f in broken[0].attrs["files"]] == ["src/f2.txt"]
+    assert [(q.error_class, q.member) for q in quarantined] == [("git_diff_unreadable", broken[0].native_id)]
 
 
 def run(path: Path, root: Path | None = None, **config) -> tuple[list[Event], list[Quarantine]]:
