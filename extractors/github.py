@@ -233,6 +233,9 @@ class GitHubJsonExtractor(Extractor):
             "created_at": ts.isoformat(), "updated_at": _iso(r.get("updated_at")),
             "closed_at": _iso(r.get("closed_at")),
             "closed_by": _s(_dict(r.get("closed_by")).get("login")),
+            # Normalized for mining (which needs no GitHub knowledge): closed = resolved, at closed_at.
+            "resolved_at": _iso(r.get("closed_at")) if _s(r.get("state")) == "closed" else None,
+            "resolution_evidence": "closed_at" if _s(r.get("state")) == "closed" and r.get("closed_at") else None,
             "author_association": _s(r.get("author_association")), "html_url": _s(r.get("html_url")),
             "reactions": _reactions(r.get("reactions")), "is_pull_request": is_pr, "bot": _is_bot(r.get("user")),
             "people": _people(person(r.get("user"), "author"), *assignees),

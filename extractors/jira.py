@@ -179,6 +179,10 @@ class JiraJsonExtractor(Extractor):
             "issuelinks": _links(fields), "parent": _name(fields.get("parent"), "key"),
             "subtasks": _names(fields.get("subtasks"), "key"), "epic": _name(fields.get("epic"), "key"),
             "comment_total": comment.get("total"), "changelog_total": changelog.get("total"),
+            # Normalized: when the issue's own fields say it was resolved (Jira sets resolutiondate with the
+            # resolution and clears it on reopening). Mining prefers the changelog and falls back to this.
+            "resolved_at": _iso(fields.get("resolutiondate")),
+            "resolution_evidence": "resolutiondate" if _iso(fields.get("resolutiondate")) else None,
             "people": _people((reporter, "reporter"), (assignee, "assignee"), (creator, "creator")),
         }
         if encoding_error:

@@ -124,6 +124,14 @@ def _key(e: Event) -> tuple:
     return (e.ts, e.event_id)
 
 
+def _when(iso: str) -> dt.datetime | None:
+    try:
+        ts = dt.datetime.fromisoformat(str(iso).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return ts if ts.tzinfo else ts.replace(tzinfo=dt.UTC)
+
+
 class _Miner:
     def __init__(self, dataset: str, events: list[Event], links: list, config: DatasetConfig):
         self.dataset, self.config = dataset, config
@@ -309,12 +317,16 @@ class _Miner:
         items = []
         for key, issue in sorted(self.issue_events.items()):
             thread = self.threads.get(key, [])
-            resolved_at = None
+            resolved_at, evidence = None, "changelog"
             for e in thread:
                 a = e.attrs or {}
                 if e.kind == "field_changed" and str(a.get("field", "")).lower() in ("status", "resolution") and \
                         str(a.get("toString") or "").lower() in RESOLVED or e.kind == "closed":
                     resolved_at = resolved_at or e.ts
+            if resolved_at is None and issue.attrs.get("resolved_at"):
+                # no changelog entry: the resolution fields the extractor normalized (resolutiondate, closed_at)
+                resolved_at = _when(issue.attrs["resolved_at"])
+                evidence = str(issue.attrs.get("resolution_evidence") or "resolved_at")
             if resolved_at is None:
                 self.skip("resolution", issue, SKIP_NOT_RESOLVED, key)
                 continue
@@ -329,6 +341,7 @@ class _Miner:
             mentions = [e for e in self.mentions.get(issue.event_id, []) if _key(e) < _key(note)]
             items.append(self.item("resolution", issue, [note], before + fix + mentions,
                                    {"key": key, "resolved_at": resolved_at.isoformat(),
+                                    "resolution_evidence": evidence,
                                     "resolution": issue.attrs.get("resolution"),
                                     "fix_shas": [link.sha for link in self.fixes.get(key, [])]},
                                    thread_key=key))

@@ -92,3 +92,19 @@ def test_git_extractor_refuses_the_commit_metadata_files():
     assert jsonl
     rows = list(GitExtractor("real", None, "r", root=REAL).iter_records(jsonl[0]))
     assert [r.error_class for r in rows] == ["not_a_repository"]
+
+
+@pytest.mark.parametrize("folder, evidence, at_least", [("jira-appcelerator-tidev", "resolutiondate", 40),
+                                                        ("github-issues-rust-archive", "closed_at", 25)])
+def test_real_exports_without_changelog_give_resolution_items(tmp_path, folder, evidence, at_least):
+    """Both exports have no changelog entry for their resolutions: every issue used to be 'not resolved'."""
+    from taskmine import flow
+    from task_builders.config import DatasetConfig
+    from warehouse.store import Store
+
+    store, config = Store(tmp_path / "home"), DatasetConfig(ner_model="")
+    flow.prepare(store, folder, REAL / folder, config)
+    flow.work_items(store, folder, config)
+    notes = [i for i in store.read("work_items", folder) if i.kind == "resolution"]
+    assert len(notes) >= at_least
+    assert {i.attrs["resolution_evidence"] for i in notes} == {evidence}

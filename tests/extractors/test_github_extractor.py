@@ -369,3 +369,12 @@ def test_real_github_and_jira_and_slack_claim_only_their_own_files():
     assert not [p for name, p in claims if name == "jira_json" and ARCHIVE in p.parents]
     assert not [p for name, p in claims if name == "slack_export" and ARCHIVE in p.parents]
     assert SlackExportExtractor.detect(ARCHIVE) == []
+
+
+def test_closed_issues_carry_the_normalized_resolution(tmp_path):
+    closed = gh_issue(1, state="closed", closed_at="2014-05-02T10:00:00Z", state_reason="completed")
+    events, _ = run(write(tmp_path / "issues.json", [closed, gh_issue(2, state="open")]))
+    heads = {e.native_id.split("#")[-1]: e for e in events if e.kind == "issue_created"}
+    assert heads["1"].attrs["resolution_evidence"] == "closed_at"
+    assert heads["1"].attrs["resolved_at"].startswith("2014-05-02T10:00:00")
+    assert heads["2"].attrs["resolved_at"] is None

@@ -275,3 +275,16 @@ def test_repeated_key_and_keyless_issues_in_nested_pages_get_distinct_rows(tmp_p
     assert [(q.error_class, q.member) for q in quarantined] == [
         ("missing_key", "issues[1]"), ("duplicate_key", "PROJ-1"), ("missing_key", "issues[1]")]
     assert len({q.quarantine_id for q in quarantined}) == 3  # the same place in two pages: distinct offsets
+
+
+def test_resolution_fields_are_normalized_for_exports_without_changelog(tmp_path):
+    """Jira sets resolutiondate with the resolution (and clears it on reopening): an export without changelog
+    still says when an issue was resolved."""
+    done = jira_issue("PROJ-1", histories=0)
+    done["fields"].update(resolutiondate="2013-03-09T08:00:00.000+0100", resolution={"name": "Fixed"},
+                          status={"name": "Closed"})
+    events, _ = run(write_json(tmp_path / "page.json", search_page([done, jira_issue("PROJ-2", histories=0)])))
+    heads = {e.native_id: e for e in events if e.kind == "issue_created"}
+    assert heads["PROJ-1"].attrs["resolved_at"] == "2013-03-09T08:00:00+01:00"
+    assert heads["PROJ-1"].attrs["resolution_evidence"] == "resolutiondate"
+    assert heads["PROJ-2"].attrs["resolved_at"] is None and heads["PROJ-2"].attrs["resolution_evidence"] is None

@@ -41,3 +41,26 @@ def test_work_items_link_fixes_and_skip_merges():
     assert {r.reason for r in rejections if r.family == "resolution"} == {"not resolved"}
     again, _ = build_work_items("d", list(reversed(events)))
     assert [i.item_id for i in again] == [i.item_id for i in items]
+
+
+def test_resolution_without_a_changelog_uses_the_resolution_fields():
+    """A Jira export without changelog (or GitHub issue JSON) still says when an issue was resolved: the
+    extractor normalizes it to attrs.resolved_at, and mining uses it when no changelog entry exists."""
+    done = T0 + dt.timedelta(hours=10)
+    events = [
+        ev("issue_created", "ALOY-1", thread_key="ALOY-1", title="crash",
+           attrs={"resolved_at": done.isoformat(), "resolution_evidence": "resolutiondate", "resolution": "Fixed"}),
+        ev("comment", "ALOY-1#comment-1", 9.5, thread_key="ALOY-1", body="Fixed in the 2.1 branch by checking null."),
+        ev("issue_created", "ALOY-2", thread_key="ALOY-2", title="open one"),
+        ev("issue_created", "ALOY-3", thread_key="ALOY-3", title="changelog wins",
+           attrs={"resolved_at": (done + dt.timedelta(days=30)).isoformat(), "resolution_evidence": "resolutiondate"}),
+        ev("field_changed", "ALOY-3#ch-1", 11, thread_key="ALOY-3", attrs={"field": "status", "toString": "Resolved"}),
+        ev("comment", "ALOY-3#comment-1", 11.2, thread_key="ALOY-3", body="Resolved by the config change in 2.1."),
+    ]
+    items, rejections = build_work_items("d", events)
+    notes = {i.thread_key: i for i in items if i.kind == "resolution"}
+    assert notes["ALOY-1"].attrs["resolution_evidence"] == "resolutiondate"
+    assert notes["ALOY-1"].attrs["resolved_at"] == done.isoformat()
+    assert notes["ALOY-3"].attrs["resolution_evidence"] == "changelog"
+    assert notes["ALOY-3"].attrs["resolved_at"] == (T0 + dt.timedelta(hours=11)).isoformat()
+    assert [r.subject_id for r in rejections if r.reason == "not resolved"] == ["ALOY-2"]
