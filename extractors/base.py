@@ -70,9 +70,10 @@ class Extractor(ABC):
     def detect(cls, root: Path) -> list[Path]:
         """The inputs under `root` this extractor claims (files matching `patterns`), sorted.
 
-        Override when an input is not a file (a git repository is a folder)."""
+        Override when an input is not a file (a git repository is a folder). `root` may be one file (a
+        download checked on its own): it is then a folder holding only that file (see `walk`)."""
         found = []
-        for dirpath, dirnames, filenames in os.walk(root):
+        for dirpath, dirnames, filenames in walk(root):
             dirnames[:] = sorted(d for d in dirnames if d != ".git")
             for f in sorted(filenames):
                 if any(fnmatch.fnmatch(f, p) for p in cls.patterns):
@@ -101,6 +102,23 @@ class Extractor(ABC):
                                        error_class),
             dataset=self.dataset, source=self.source, file=str(file), offset=offset, member=member,
             error_class=error_class, message=message, excerpt=excerpt, ingest_run_id=self.run_id)
+
+
+def walk(root: Path):
+    """`os.walk(root)`; a file is walked as a folder that holds only it, so every `detect` can be asked
+    about a single downloaded file (`taskmine extractors check export.zip`)."""
+    root = Path(root)
+    if root.is_file():
+        yield str(root.parent), [], [root.name]
+    else:
+        yield from os.walk(root)
+
+
+def says_where(q: Quarantine, inputs: set[str]) -> bool:
+    """A quarantine row says where the problem is: an offset or member for a record inside an input, or,
+    for a row about a whole input (it cannot be opened, git cannot read the repository, a zip is over the
+    size limit), the input itself as its `file`."""
+    return q.offset is not None or bool(q.member) or q.file in inputs
 
 
 def parse_iso_ts(value) -> dt.datetime | None:

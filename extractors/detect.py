@@ -7,6 +7,8 @@ Invariants:
 - `ingest` never lets one input stop the others: an extractor that raises becomes one `Quarantine`
   row (error_class "extractor_error") for that input and the next input is read.
 - Hidden files and folders (".name") are never inputs.
+- A dataset may be one file (a Slack .zip, an .mbox, a Jira JSON as downloaded): it is planned as a folder
+  holding only that file, and rows name it relative to its folder.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ def _nothing_message(root: Path) -> str:
     classes = [reg.cls for reg in registry().values()]
     found = " or ".join(getattr(c, "label", c.name) for c in classes)
     expected = " or ".join(getattr(c, "expects", f"inputs of {c.name}") for c in classes)
+    if root.is_file():
+        return f"{root}: not a {found}; expected {expected}"
     return f"{root}: no {found} found; expected {expected} under this folder"
 
 
@@ -70,16 +74,17 @@ def ingest(dataset: str, dataset_dir: Path, run_id: str,
     or nothing in it is recognised, and ValueError for settings an extractor rejects, both before the
     first row."""
     root = Path(dataset_dir)
-    if not root.is_dir():
-        raise NothingToIngest(f"{root}: no such folder; point at the folder that holds the export")
+    if not root.exists():
+        raise NothingToIngest(f"{root}: no such folder or file; point at the export (a folder, or one file)")
     inputs = plan(root)
     if not inputs:
         raise NothingToIngest(_nothing_message(root))
     config = config or {}
     extractors: dict[str, Extractor] = {}
+    base = root.parent if root.is_file() else root
     for name in dict.fromkeys(name for name, _ in inputs):
         try:
-            extractors[name] = get_extractor(name)(dataset, config.get(name), run_id, root=root)
+            extractors[name] = get_extractor(name)(dataset, config.get(name), run_id, root=base)
         except ValidationError as e:
             problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
             raise ValueError(f"settings of extractor {name!r}: {problems}") from None

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, ClassVar
 
-from extractors.base import Extractor, ExtractorConfig, Row, register_extractor
+from extractors.base import Extractor, ExtractorConfig, Row, register_extractor, walk
 from extractors.jsonguard import iter_items, safe_repr
 from extractors.jsonstream import CHUNK, JsonItem
 from warehouse.ids import event_id
@@ -361,7 +361,7 @@ class SlackExportExtractor(Extractor):
         """Export folders (users.json or channels.json beside day-file folders) and zips whose central
         directory lists the same; nothing inside an export folder is looked at twice."""
         found = []
-        for dirpath, dirnames, filenames in os.walk(root):
+        for dirpath, dirnames, filenames in walk(root):
             here = Path(dirpath)
             dirnames[:] = sorted(d for d in dirnames if not _hidden(d))
             if set(ROOT_FILES) & set(filenames) and any(_has_day_file(here / d) for d in dirnames):

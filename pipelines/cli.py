@@ -169,7 +169,8 @@ def cmd_extractors(args) -> int:
               f"extractors/{args.path}.py for the real format; see CONTRIBUTING.md")
         return 0
     if not args.path:
-        raise UserError("extractors check needs a PATH: the folder of one dataset's export")
+        raise UserError("extractors check needs a PATH: the folder of one dataset's export, or one export file "
+                        "(a Slack .zip, an .mbox, a Jira or GitHub JSON)")
     from taskmine.ops import check_export
 
     return check_export(Path(args.path))
@@ -224,10 +225,12 @@ def parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("extractors", help="list extractors, scaffold a new one, or check an export",
                        epilog="examples:\n  taskmine extractors list\n  taskmine extractors new zendesk_json\n"
-                              "  taskmine extractors check ~/exports/acme",
+                              "  taskmine extractors check ~/exports/acme\n"
+                              "  taskmine extractors check ~/Downloads/slack-export.zip",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     e.add_argument("action", choices=["list", "check", "new"])
-    e.add_argument("path", nargs="?", metavar="PATH|NAME", help="export folder (check) or connector name (new)")
+    e.add_argument("path", nargs="?", metavar="PATH|NAME",
+                   help="export folder or file (check) or connector name (new)")
     e.set_defaults(fn=cmd_extractors)
 
     b = sub.add_parser("bench", help="benchmarks: ingest, anonymize, embed")

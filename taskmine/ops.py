@@ -48,14 +48,18 @@ def replay_task(prefix: str, agent: str, dataset: str | None = None, sandbox_kin
 
 
 def check_export(path: Path) -> int:
-    """What `taskmine run` would ingest from one dataset folder, and whether the rows keep the extractor
-    contract (schema-valid, unique and stable ids, identity conventions, quarantine says where), without
-    writing anything. Exit 1 when a contract check fails."""
+    """What `taskmine run` would ingest from one dataset folder, or one export file as downloaded (a Slack
+    .zip, an .mbox, a Jira JSON), and whether the rows keep the extractor contract (schema-valid, unique
+    and stable ids, identity conventions, quarantine says where), without writing anything. Exit 1 when a
+    contract check fails."""
     from extractors import detect
+    from extractors.base import says_where
     from warehouse.schemas import Quarantine, to_table
 
     path = path.resolve()
     plan = detect.plan(path)
+    base = path.parent if path.is_file() else path
+    inputs = {p.relative_to(base).as_posix() if p != base else "." for _, p in plan}
     events: Counter = Counter()
     quarantined: Counter = Counter()
     ids: list[str] = []
@@ -73,8 +77,8 @@ def check_export(path: Path) -> int:
         else:
             quarantined[(row.source, row.error_class)] += 1
             batch_q.append(row)
-            if row.offset is None and not row.member:
-                problems["quarantine row without offset or member"] += 1
+            if not says_where(row, inputs):
+                problems["quarantine row about a record without offset or member"] += 1
         if len(batch_e) + len(batch_q) >= 5000:
             problems.update(_schema_problems(to_table, batch_e, batch_q))
             batch_e, batch_q = [], []
@@ -86,8 +90,8 @@ def check_export(path: Path) -> int:
         problems["a second pass gives other ids or another order (not deterministic)"] += 1
     print(f"{path}: {len(plan)} inputs")
     for name, p in plan:
-        print(f"  {name:<12} {p.relative_to(path) if p != path else '.'}")
-    unclaimed = detect.unclaimed(path)
+        print(f"  {name:<12} {p.relative_to(base) if p != base else '.'}")
+    unclaimed = detect.unclaimed(path) if path.is_dir() else []
     if unclaimed:
         print(f"  not recognised: {len(unclaimed)} files, e.g. {unclaimed[0].relative_to(path)}")
     print(f"\n  {'source':<8} {'kind':<16} {'count':>7}")

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from pathlib import Path
 
 from warehouse.store import Store
 
@@ -127,3 +128,52 @@ def test_extractors_list_and_check(tmp_path, sample_company):
     assert "issue_created" in r.stdout and "commit" in r.stdout and "0 records quarantined" in r.stdout
     assert "contract: ok" in r.stdout
     assert not (tmp_path / "private").exists()  # check writes nothing
+
+
+def _eml(path):
+    path.write_text("From: Ann Lee <ann@acme.example>\nTo: bob@acme.example\nSubject: Deploy\n"
+                    "Message-ID: <m1@acme.example>\nDate: Tue, 02 Mar 2021 10:00:00 +0000\n\nCan you deploy today?\n")
+    return path
+
+
+def test_extractors_check_takes_one_downloaded_file(tmp_path, sample_company):
+    """Users download one file (a Slack .zip, an .mbox, a Jira JSON, an .eml) and check it before anything."""
+    acme = sample_company / "acme"
+    slack_zip = shutil.make_archive(str(tmp_path / "slack-export"), "zip", acme / "slack")
+    cases = {acme / "mail" / "dev.mbox": "email", acme / "jira" / "CORE-1.json": "issue_created",
+             tmp_path / "slack-export.zip": "message", _eml(tmp_path / "one.eml"): "email"}
+    assert str(tmp_path / "slack-export.zip") == slack_zip
+    for path, kind in cases.items():
+        r = taskmine("extractors", "check", str(path), home=tmp_path / "home", check=True)
+        counts = {line.split()[1]: int(line.split()[2]) for line in r.stdout.splitlines()
+                  if len(line.split()) == 3 and line.split()[2].isdigit()}
+        assert counts.get(kind, 0) > 0, r.stdout
+        assert "contract: ok" in r.stdout and "1 inputs" in r.stdout.splitlines()[0], r.stdout
+    r = taskmine("extractors", "check", str(acme / "slack" / "users.json"), home=tmp_path / "home")
+    assert r.returncode == 2 and "not a " in one_line_error(r)
+    assert not (tmp_path / "home").exists()
+
+
+REAL_SLACK_ZIP = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "real" /
+                  "slack-export-viewer-fixture" / "testarchive.zip")
+
+
+@pytest.mark.real
+@pytest.mark.skipif(not REAL_SLACK_ZIP.is_file(), reason=f"real exports not present at {REAL_SLACK_ZIP}")
+def test_extractors_check_on_a_real_slack_zip(tmp_path):
+    r = taskmine("extractors", "check", str(REAL_SLACK_ZIP), home=tmp_path, check=True)
+    assert "slack    message" in r.stdout and "contract: ok" in r.stdout
+
+
+def test_check_does_not_fail_its_own_rows_about_whole_inputs(tmp_path, sample_company):
+    """A repository git cannot read or a file that cannot be opened is quarantined as a whole: `file` says
+    where; only a record inside an input needs an offset or member."""
+    exports = tmp_path / "exports"
+    shutil.copytree(sample_company, exports, symlinks=True)
+    (exports / "acme" / "not-a-repo").mkdir()
+    (exports / "acme" / "not-a-repo" / ".git").write_text("gitdir: /nowhere\n")
+    (exports / "acme" / "jira" / "gone.json").symlink_to(tmp_path / "nowhere.json")
+    r = taskmine("extractors", "check", str(exports / "acme"), home=tmp_path / "home")
+    assert r.returncode == 0, r.stdout
+    assert "git      quarantine:git_error" in r.stdout and "jira     quarantine:unreadable" in r.stdout, r.stdout
+    assert "2 records quarantined" in r.stdout and "contract: ok" in r.stdout

@@ -320,6 +320,8 @@ class EmlExtractor(_MailExtractor):
     def detect(cls, root: Path) -> list[Path]:
         """A folder whose visible entries are all .eml files; the .eml files themselves elsewhere (a
         folder input owns everything under it, so a mixed folder is not claimed whole)."""
+        if Path(root).is_file():
+            return [Path(root)] if _is_eml(Path(root).name) else []
         found = []
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d != ".git")
