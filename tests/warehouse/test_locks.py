@@ -31,9 +31,9 @@ def _holder(home, seconds):
 def test_a_second_writer_is_told_who_holds_the_dataset(tmp_path):
     proc = _holder(tmp_path, 30)
     try:
-        with pytest.raises(DatasetBusy, match=rf"acme is being written by taskmine run \(pid {proc.pid}, since"):
-            with dataset_lock(tmp_path, "acme", "publish", wait=False):
-                pass
+        busy = rf"acme is being written by taskmine run \(pid {proc.pid}, since"
+        with pytest.raises(DatasetBusy, match=busy), dataset_lock(tmp_path, "acme", "publish", wait=False):
+            pass
         with dataset_lock(tmp_path, "other", "publish", wait=False):   # other datasets are not blocked
             pass
     finally:
