@@ -62,6 +62,70 @@ class GitError(Exception):
     """git refused to read the repository or a commit; the message is git's first error line."""
 
 
+BUNDLE_SIGNATURES = (b"# v2 git bundle\n", b"# v3 git bundle\n")
+
+
+def is_bundle(path: Path) -> bool:
+    """A git bundle file (`git bundle create`), recognised by its signature line, not its name."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) in BUNDLE_SIGNATURES
+    except OSError:
+        return False
+
+
+def bundle_cache() -> Path:
+    """Where bundles are unpacked: $TASKMINE_HOME/cache/bundles (read at call time)."""
+    return Path(os.environ.get("TASKMINE_HOME") or ".taskmine").resolve() / "cache" / "bundles"
+
+
+def unbundle(bundle: Path, cache: Path | None = None) -> Path:
+    """A bare repository holding every ref of `bundle`, unpacked once per bundle content into `cache` (default
+    `bundle_cache()`) and reused; raises GitError with git's reason when the bundle cannot be read."""
+    import hashlib
+    import shutil
+
+    h = hashlib.sha256()
+    with open(bundle, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    dest = (cache or bundle_cache()) / f"{h.hexdigest()[:24]}.git"
+    if (dest / "HEAD").is_file():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".unbundle-", dir=dest.parent))
+    env = {**safe_env(), "GIT_ALLOW_PROTOCOL": "file"}  # a bundle is read as a local file, nothing else
+    try:
+        for args in (["init", "-q", "--bare", str(tmp)],
+                     ["-C", str(tmp), "fetch", "-q", "--no-write-fetch-head", str(bundle.resolve()),
+                      "+refs/*:refs/*"]):
+            r = subprocess.run(["git", "-c", "safe.directory=*", *args], capture_output=True, env=env)
+            if r.returncode:
+                raise GitError(f"{bundle.name}: {_first_line(r.stderr) or 'git could not read the bundle'}")
+        listed = subprocess.run(["git", "bundle", "list-heads", str(bundle.resolve())], capture_output=True,
+                                env=safe_env()).stdout.decode("utf-8", "replace")
+        heads = [ln.split(" ", 1) for ln in listed.splitlines() if " " in ln]
+        head_sha = next((sha for sha, ref in heads if ref == "HEAD"), None)
+        branches = [(sha, ref) for sha, ref in heads if ref.startswith("refs/heads/")]
+        branch = next((ref for sha, ref in branches if sha == head_sha), branches[0][1] if branches else None)
+        if branch:  # the bundle's HEAD, so `git log HEAD` means what it meant where the bundle was made
+            subprocess.run(["git", "-C", str(tmp), "symbolic-ref", "HEAD", branch], capture_output=True,
+                           env=safe_env())
+        try:
+            tmp.rename(dest)
+        except OSError:  # another process unpacked the same bundle meanwhile
+            shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def repository(path: Path) -> Path:
+    """The repository to read for an input `detect` found: the folder itself, or a bundle's unpacked copy."""
+    return unbundle(path) if path.is_file() and is_bundle(path) else path
+
+
 def git_dir(path: Path) -> Path | None:
     """The git directory of the repository at `path` (a work tree or a bare repository), else None."""
     dot = path / ".git"
@@ -177,24 +241,35 @@ class GitExtractor(Extractor):
     source: ClassVar[str] = "git"
     patterns: ClassVar[tuple[str, ...]] = ()
     label: ClassVar[str] = "git repository"
-    expects: ClassVar[str] = "git repositories (folders with .git, or bare)"
+    expects: ClassVar[str] = "git repositories (folders with .git, or bare, or git bundle files)"
     Config: ClassVar[type[ExtractorConfig]] = GitConfig
 
     @classmethod
     def detect(cls, root: Path) -> list[Path]:
-        """Every repository under `root` (root included); a work tree is searched for nested ones."""
+        """Every repository under `root` (root included), and every git bundle file (`*.bundle`, checked by its
+        signature); a work tree is searched for nested ones."""
+        if root.is_file():
+            return [root] if is_bundle(root) else []
         found = []
-        for dirpath, dirnames, _ in os.walk(root):
+        for dirpath, dirnames, filenames in os.walk(root):
             here = Path(dirpath)
             kind = git_dir(here)
             if kind is not None:
                 found.append(here)
+            found += [here / f for f in filenames if f.endswith(".bundle") and is_bundle(here / f)]
             dirnames[:] = [] if kind == here else sorted(d for d in dirnames if d != ".git")
         return sorted(found)
 
     def iter_records(self, path: Path) -> Iterator[Row]:
         name = self.rel(path)
         repo = path.resolve().name if name == "." else name
+        if path.is_file() and is_bundle(path):
+            repo = repo.removesuffix(".bundle")
+            try:
+                path = unbundle(path)
+            except (GitError, OSError) as exc:
+                yield self.quarantine(file=name, error_class="git_error", message=f"bundle unreadable: {exc}")
+                return
         gdir = git_dir(path) if path.is_dir() else None
         if gdir is None:
             yield self.quarantine(file=name, error_class="not_a_repository",

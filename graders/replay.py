@@ -60,21 +60,24 @@ def agent_command(task: Task, agent: str) -> tuple[str, str]:
 def run_once(task: Task, world_dir: Path, sandbox, run_kind: str, command: str, attempt: int = 0,
              timeout_s: float = 120) -> Validation:
     """Run `command` in the task's world and grade the outbox."""
-    result = sandbox.run(world_dir, command, timeout_s=timeout_s)
+    result = sandbox.run(world_dir, command, timeout_s=timeout_s, world_id=task.world_hash)
     vid = content_hash("validation", task.task_id, run_kind, attempt, command)[:32]
     base = dict(validation_id=vid, task_id=task.task_id, dataset=task.dataset, run_kind=run_kind,
                 attempt=attempt, duration_s=round(result.duration_s, 3), image_digest=result.image_digest,
-                sandbox=result.sandbox)
-    if result.timed_out:
+                sandbox=result.sandbox, exit_code=result.exit_code, status=result.status())
+    reference = run_kind in ("oracle", "null")
+    if result.timed_out and reference:  # our own replay did not finish: infrastructure, not a score
         return Validation(**base, score=None, error_class="timeout", message=f"killed after {timeout_s}s")
-    g = grade(task.rubric, result.outbox)
-    msg = g.message
+    g = grade(task.rubric, result.outbox)  # an agent is graded on what it recorded, however it ended
+    notes = [g.message] if g.message else []
     if result.outbox_errors:
-        msg = (msg + f" outbox_errors={len(result.outbox_errors)}").strip()
-    if result.exit_code not in (0, None) and run_kind in ("oracle", "null"):
+        notes.append(f"outbox_errors={len(result.outbox_errors)}: {result.outbox_errors[0][:120]}")
+    if result.error:
+        notes.append(result.error)
+    if reference and (result.exit_code != 0 or result.error):
         return Validation(**base, score=g.score, checks=g.checks, error_class="infra",
-                          message=f"exit {result.exit_code}: {result.stderr.strip()[-300:]}")
-    return Validation(**base, score=g.score, checks=g.checks, error_class=g.error_class, message=msg)
+                          message=f"{result.status()}: {result.stderr.strip()[-300:]}")
+    return Validation(**base, score=g.score, checks=g.checks, error_class=g.error_class, message="; ".join(notes))
 
 
 @dataclass(frozen=True)

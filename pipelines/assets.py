@@ -122,8 +122,9 @@ def validations(context: AssetExecutionContext, warehouse: WarehouseResource, ex
 
     ds = context.partition_key
     repeats = sandbox.repeats or load_config(exports.dataset_dir(ds)).repeats
-    box = sandbox.get()
-    res = flow.validations(warehouse.store(), ds, box, repeats, progress=context.log.info)
+    store = warehouse.store()
+    box = sandbox.get(home=store.home)
+    res = flow.validations(store, ds, box, repeats, progress=context.log.info)
     return _result(res, sandbox=box.kind, funnel=funnel_table(flow.funnel(warehouse.store(), ds)))
 
 

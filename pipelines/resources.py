@@ -46,10 +46,11 @@ class SandboxResource(ConfigurableResource):
     kind: str = ""
     repeats: int = 0
 
-    def get(self):
-        from graders.sandbox import get_sandbox
+    def get(self, home: Path | None = None):
+        """The sandbox; `home` (the warehouse's) labels the images it builds so its runs can prune them."""
+        from environments.sandbox import get_sandbox
 
-        return get_sandbox(self.kind or os.environ.get("TASKMINE_SANDBOX", "auto"))
+        return get_sandbox(self.kind or os.environ.get("TASKMINE_SANDBOX", "auto"), home=home)
 
 
 class LLMResource(ConfigurableResource):

@@ -66,4 +66,4 @@ if ! docker info >/dev/null 2>&1; then
 fi
 say "docker $(docker version --format '{{.Server.Version}}') answers"
 
-uv run python -m graders.images
+uv run python -m environments.images

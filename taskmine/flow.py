@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from extractors import detect
+from extractors.git import GitError
+from extractors.git import repository as git_repository
 from graders import replay
 from task_builders import gitrewrite, identity, mining
 from task_builders.anonymize import Anonymizer, Vault, message_ids
@@ -222,6 +224,7 @@ def anonymize_repos(store: Store, dataset: str, dataset_dir: Path, anon: Anonymi
         slug = name.replace("/", "_") or "repo"
         dst = store.worlds(dataset) / "repos" / f"{slug}.git"
         try:
+            src_path = git_repository(src_path)  # a bundle file: its unpacked copy
             head = gitrewrite.head(src_path)
             key = content_hash("anon-repo", head, fingerprint)
             if index.get(name, {}).get("key") == key and dst.exists():
@@ -230,7 +233,7 @@ def anonymize_repos(store: Store, dataset: str, dataset_dir: Path, anon: Anonymi
             _remove_rewrites(dst, slug)
             result = gitrewrite.rewrite(src_path, dst, identity=anon.git_identity, message=anon.scrub,
                                         blob=_blob_scrubber(anon))
-        except gitrewrite.GitRewriteError as exc:
+        except (gitrewrite.GitRewriteError, GitError) as exc:
             _remove_rewrites(dst, slug)
             broken.append(Quarantine(
                 quarantine_id=content_hash("git-rewrite", dataset, name), dataset=dataset, source="git", file=src,
@@ -380,6 +383,8 @@ def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress:
         if progress:
             progress(f"validated {i}/{len(todo)} {task.family} {task.task_id[:10]}: "
                      f"{'ok' if verdict.valid else verdict.reason}")
+    # images of worlds no current task (of any dataset in this home) uses any more
+    pruned = sandbox.prune({t.world_hash for ds in store.datasets("tasks") for t in store.iter("tasks", ds)})
     verdicts = verdicts_by_task(rows)
     rejected = [Rejection(dataset=dataset, stage="validated", family=t.family, subject_id=t.task_id,
                           reason=verdicts[t.task_id][1].split(":")[0], detail=verdicts[t.task_id][1])
@@ -387,7 +392,7 @@ def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress:
     record_rejections(store, dataset, "validated", rejected)
     valid = sum(1 for t in all_tasks if verdicts.get(t.task_id, (False,))[0])
     return StageResult({"tasks": len(all_tasks), "validated_now": len(todo), "valid": valid,
-                        "rejected": len(rejected), "runs": len(rows),
+                        "rejected": len(rejected), "runs": len(rows), "images_pruned": len(pruned),
                         "infra_errors": sum(1 for v in rows if v.error_class in ("infra", "timeout"))},
                        [{"task": r.subject_id[:12], "reason": r.detail[:100]} for r in rejected[:5]])
 

@@ -27,14 +27,14 @@ def find_task(store: Store, prefix: str, dataset: str | None = None) -> Task:
 def replay_task(prefix: str, agent: str, dataset: str | None = None, sandbox_kind: str = "auto",
                 timeout_s: float = 120.0) -> int:
     from graders import replay
-    from graders.sandbox import get_sandbox
+    from environments.sandbox import get_sandbox
 
     store = Store()
     try:
         task = find_task(store, prefix, dataset)
     except NotFound as exc:
         raise KeyError(str(exc)) from None
-    sandbox = get_sandbox(sandbox_kind)
+    sandbox = get_sandbox(sandbox_kind, home=store.home)
     kind, command = replay.agent_command(task, agent)
     print(f"task {task.task_id} ({task.family}) in {sandbox.kind}: {kind}: {command[:200]}", flush=True)
     v = replay.run_once(task, store.worlds(task.dataset) / task.world["dir"], sandbox, kind, command,
@@ -42,8 +42,9 @@ def replay_task(prefix: str, agent: str, dataset: str | None = None, sandbox_kin
     for c in v.checks:
         print(f"  {c['id']:<12} {c['score']:.2f} x{c['weight']:g}  {c['explanation'][:100]}")
     score = "n/a" if v.score is None else f"{v.score:.3f}"
-    print(f"score {score}  ({v.duration_s:.1f}s, sandbox={v.sandbox}"
-          f"{', ' + v.error_class if v.error_class else ''}{', ' + v.message if v.message else ''})")
+    print(f"agent: {v.status or 'no status'}  ({v.duration_s:.1f}s, sandbox={v.sandbox})")
+    print(f"score {score}{'  (' + v.error_class + ')' if v.error_class else ''}"
+          f"{'  ' + v.message if v.message else ''}")
     return 0 if v.error_class is None else 1
 
 

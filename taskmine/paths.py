@@ -41,10 +41,19 @@ def dagster_home(create: bool = True) -> Path:
     return d
 
 
+CACHE_VARS = (("TORCHINDUCTOR_CACHE_DIR", "torchinductor"), ("TRITON_CACHE_DIR", "triton"),
+              ("PYTORCH_KERNEL_CACHE_PATH", "torch-kernels"), ("MPLCONFIGDIR", "matplotlib"))
+_OURS = "TASKMINE_CACHE_VARS"  # which of CACHE_VARS taskmine itself set (so a later home re-points them)
+
+
 def contain_caches(root: Path | None = None) -> None:
     """Point the caches our dependencies write by default to $TMPDIR or ~ (torch's inductor and kernel
-    caches, triton, matplotlib) under TASKMINE_HOME/cache, unless the user chose a place for them."""
+    caches, triton, matplotlib) under TASKMINE_HOME/cache, unless the user chose a place for them. A value
+    taskmine set for an earlier home (the same process, or a parent `taskmine` process) is re-pointed."""
     cache = (root or home()) / "cache"
-    for var, sub in (("TORCHINDUCTOR_CACHE_DIR", "torchinductor"), ("TRITON_CACHE_DIR", "triton"),
-                     ("PYTORCH_KERNEL_CACHE_PATH", "torch-kernels"), ("MPLCONFIGDIR", "matplotlib")):
-        os.environ.setdefault(var, str(cache / sub))
+    ours = set(filter(None, os.environ.get(_OURS, "").split(",")))
+    for var, sub in CACHE_VARS:
+        if var not in os.environ or var in ours:
+            os.environ[var] = str(cache / sub)
+            ours.add(var)
+    os.environ[_OURS] = ",".join(sorted(ours))

@@ -2,7 +2,8 @@
 
 `docker_sandbox` is the one way tests get a real Docker sandbox: it skips when no daemon answers, except
 on CI (TASKMINE_REQUIRE_DOCKER=1) where a missing daemon is a failure, so Docker tests can never pass by
-being silently skipped. It builds (or reuses) the base image once per session.
+being silently skipped. It builds (or reuses) the base image once per session, and removes the task images
+it built at the end.
 """
 
 from __future__ import annotations
@@ -14,17 +15,23 @@ import pytest
 
 @pytest.fixture(scope="session")
 def docker_sandbox():
-    from graders.docker_cli import daemon_answers
-    from graders.sandbox import DockerSandbox
+    from environments.docker_cli import daemon_answers
+    from environments.sandbox import DockerSandbox
 
     if not daemon_answers(timeout=5):
         message = "no Docker daemon answers (start one with scripts/ci-docker.sh)"
         if os.environ.get("TASKMINE_REQUIRE_DOCKER") == "1":
             pytest.fail(f"{message}, and TASKMINE_REQUIRE_DOCKER=1 requires it")
         pytest.skip(message)
-    sandbox = DockerSandbox()
+    import uuid
+
+    from environments.images import prune_task_images
+
+    label = f"pytest-{uuid.uuid4().hex[:12]}"
+    sandbox = DockerSandbox(image_labels={"taskmine.home": label})
     _ = sandbox.base_image  # build or reuse the base image once, outside any single test's timing
-    return sandbox
+    yield sandbox
+    prune_task_images(label, set())  # the task images this test session built, and nothing else
 
 
 @pytest.fixture(scope="session")

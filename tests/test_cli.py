@@ -99,7 +99,6 @@ def test_run_with_bad_records_quarantines_them_and_loses_nothing(tmp_path, sampl
     assert r.returncode == 0, r.stdout + r.stderr
     assert "published:" in r.stdout and "validated" in r.stdout
     assert not [str(p) for p in (*user_home.rglob("*"), *tmp.rglob("*"))]
-    assert (home / "cache").is_dir()
     store = Store(home)
     quarantined = store.read("quarantine", "acme")
     files = {q.file for q in quarantined}
@@ -117,6 +116,13 @@ def test_run_with_bad_records_quarantines_them_and_loses_nothing(tmp_path, sampl
     wrong = taskmine("replay", "--task", task.task_id[:10], "--agent", "company answer --sha 0000000",
                      "--sandbox", "local", home=home)
     assert "score 0.000" in wrong.stdout and "not the fixing commit" in wrong.stdout
+    # whatever the agent leaves where its outbox should be is its failure, scored, never our crash
+    junk = taskmine("replay", "--task", task.task_id[:10], "--agent", 'mkdir "$TASKMINE_OUTBOX"',
+                    "--sandbox", "local", home=home)
+    assert junk.returncode == 0 and "score 0.000" in junk.stdout and "Traceback" not in junk.stderr, junk.stderr
+    assert "agent: exit 0" in junk.stdout and "outbox is not a regular file" in junk.stdout
+    failing = taskmine("replay", "--task", task.task_id[:10], "--agent", "exit 3", "--sandbox", "local", home=home)
+    assert "agent: exit 3" in failing.stdout and "score 0.000" in failing.stdout
     audit = taskmine("audit", home=home)
     assert audit.returncode == 0 and "0 known identities" in audit.stdout
 
@@ -177,3 +183,17 @@ def test_check_does_not_fail_its_own_rows_about_whole_inputs(tmp_path, sample_co
     assert r.returncode == 0, r.stdout
     assert "git      quarantine:git_error" in r.stdout and "jira     quarantine:unreadable" in r.stdout, r.stdout
     assert "2 records quarantined" in r.stdout and "contract: ok" in r.stdout
+
+
+def test_caches_follow_the_current_home_but_keep_a_users_choice(tmp_path, monkeypatch):
+    from taskmine.paths import CACHE_VARS, contain_caches
+
+    for var, _ in CACHE_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("TASKMINE_CACHE_VARS", raising=False)
+    monkeypatch.setenv("MPLCONFIGDIR", str(tmp_path / "mine"))          # the user's own choice
+    contain_caches(tmp_path / "first")
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "first" / "cache" / "torchinductor")
+    contain_caches(tmp_path / "second")                                 # a later home in the same process
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "second" / "cache" / "torchinductor")
+    assert os.environ["MPLCONFIGDIR"] == str(tmp_path / "mine")

@@ -26,6 +26,14 @@ def _run(exports, dataset="acme"):
     return job.execute_in_process(instance=instance, partition_key=dataset, raise_on_error=False)
 
 
+def _remove_images(home):
+    """The task images this module's runs built (labelled with its home): none is used after the tests."""
+    from environments.images import prune_task_images
+    from environments.sandbox import home_label
+
+    prune_task_images(home_label(home), set())
+
+
 @pytest.fixture(scope="module")
 def pipeline(tmp_path_factory, docker_sandbox, request):
     """One full run (Docker sandbox) and a second, unchanged run, shared by the tests below."""
@@ -42,6 +50,7 @@ def pipeline(tmp_path_factory, docker_sandbox, request):
     (root / "dagster" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     mp.setenv("DAGSTER_HOME", str(root / "dagster"))
     request.addfinalizer(mp.undo)
+    request.addfinalizer(lambda: _remove_images(root / "home"))
     store = Store(root / "home")
     first = _run(exports)
     latest = (store.published_root() / "acme" / "LATEST").read_text().strip()

@@ -9,7 +9,7 @@ from warehouse.store import Store
 
 
 def test_downstream_stages_never_read_raw_events(tmp_path, sample_company):
-    from graders.sandbox import LocalSandbox
+    from environments.sandbox import LocalSandbox
 
     store = Store(tmp_path / "home")
     ds, src = "acme", sample_company / "acme"

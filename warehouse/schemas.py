@@ -202,6 +202,8 @@ class Validation(Record):
     sandbox: str                     # docker or local
     error_class: str | None = None   # None, infra, timeout, grader_error
     message: str = ""
+    exit_code: int | None = None     # of the agent's command; None when it timed out or left no status
+    status: str = ""                 # how the command ended: "exit 0", "timed out", "exit 137 (SIGKILL), OOM-killed"
 
 
 class Rejection(Record):

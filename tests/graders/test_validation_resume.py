@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
-from graders.sandbox import LocalSandbox
+from environments.sandbox import LocalSandbox
 from taskmine import flow
 from task_builders.config import DatasetConfig
 from warehouse.store import Store
 
 DIES_AT_TASK = """
 import os, signal, sys
-from graders.sandbox import LocalSandbox
+from environments.sandbox import LocalSandbox
 from taskmine import flow
 from warehouse.store import Store
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from graders import images, sandbox
-from graders.docker_cli import SandboxError, docker
-from graders.sandbox import DockerSandbox, LocalSandbox, get_sandbox, read_outbox
+from environments import images, sandbox
+from environments.docker_cli import SandboxError, docker
+from environments.sandbox import DockerSandbox, LocalSandbox, get_sandbox, read_outbox
 
 
 @pytest.fixture
@@ -162,12 +162,13 @@ def test_get_sandbox_kinds(monkeypatch):
 # --- docker: hardening flags (no daemon needed) and behaviour (daemon needed) -------------------------
 
 
-def test_container_args_carry_every_hardening_flag(tmp_path):
+def test_container_args_carry_every_hardening_flag():
     args = DockerSandbox(base_image="img", pids_limit=99, memory="2g", cpus=0.5).container_args(
-        "taskmine-x", "img", tmp_path, "true", {"A": "1"}
+        "taskmine-x", "img", 300
     )
     joined = " ".join(args)
     for flag in (
+        "--rm",
         "--network none",
         "--read-only",
         "--cap-drop ALL",
@@ -177,13 +178,21 @@ def test_container_args_carry_every_hardening_flag(tmp_path):
         "--memory 2g",
         "--memory-swap 2g",
         "--cpus 0.5",
+        "--log-driver none",
         "--tmpfs /tmp:",
         "--tmpfs /home/agent:",
-        f"source={tmp_path},target=/outbox",
+        "--tmpfs /outbox:",
+        "--label taskmine.sandbox=1",
+        "--label taskmine.owner=",
+        "--label taskmine.deadline=",
     ):
         assert flag in joined, flag
+    # nothing of the host is mounted: every writable place is a size-limited tmpfs
+    assert "--mount" not in args and "-v" not in args and "--volume" not in args
+    assert all("size=" in args[i + 1] for i, a in enumerate(args) if a == "--tmpfs")
     assert "docker.sock" not in joined and "--privileged" not in joined
-    assert args[-5:] == ["--entrypoint", "sh", "img", "-c", "true"]
+    assert args[-6:] == ["img", "-I", images.SUPERVISE_PATH, "init", "--deadline", "300"]
+    assert args[args.index("--entrypoint") + 1] == "python3"
 
 
 def _docker_lines(sb, world, command, **kw) -> list[str]:
@@ -220,7 +229,8 @@ def test_docker_filesystem(docker_sandbox, world):
 
 @pytest.mark.docker
 def test_docker_limits_are_applied(docker_sandbox, world):
-    tight = DockerSandbox(docker_sandbox.base_image, pids_limit=16, memory="256m")
+    tight = DockerSandbox(docker_sandbox.base_image, pids_limit=16, memory="256m",
+                          image_labels=docker_sandbox.image_labels)
     out = _docker_lines(
         tight,
         world,
@@ -242,7 +252,9 @@ def test_docker_timeout_removes_the_container(docker_sandbox, world):
             names.append(name)
             return super().container_args(name, *args)
 
-    r = Recording(docker_sandbox.base_image).run(world, "sleep 1000", timeout_s=3)
+
+    box = Recording(docker_sandbox.base_image, image_labels=docker_sandbox.image_labels)
+    r = box.run(world, "sleep 1000", timeout_s=3)
     assert r.timed_out and r.exit_code is None
     assert names[0].startswith("taskmine-")
     assert docker("ps", "-aq", "--filter", f"name=^{names[0]}$").stdout.split() == []

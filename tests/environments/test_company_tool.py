@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-TOOL = Path(__file__).resolve().parents[2] / "graders" / "company_tool.py"
+TOOL = Path(__file__).resolve().parents[2] / "environments" / "company_tool.py"
 
 
 @pytest.fixture
@@ -216,5 +216,5 @@ def test_outbox_must_be_configured_and_not_a_symlink(env, tmp_path):
 
 def test_tool_is_standalone_stdlib():
     source = TOOL.read_text()
-    assert "import graders" not in source and "from graders" not in source and "warehouse" not in source
+    assert "import environments" not in source and "from environments" not in source and "warehouse" not in source
     assert source.startswith("#!/usr/bin/env python3\n")

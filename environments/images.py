@@ -21,6 +21,7 @@ import contextlib
 import fcntl
 import hashlib
 import io
+import json
 import os
 import shutil
 import stat
@@ -34,7 +35,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from graders.docker_cli import SandboxError, daemon_answers, docker, image_id, last_line
+from environments.docker_cli import SandboxError, daemon_answers, docker, image_id, last_line
 from warehouse.ids import content_hash
 
 SUITE = "bookworm"
@@ -43,6 +44,7 @@ PACKAGES = ("python3", "git", "ca-certificates")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 REGISTRY_PROBE_URL = "https://registry-1.docker.io/v2/"
 AGENT_UID = 1000
+SUPERVISE_PATH = "/usr/local/lib/taskmine/supervise"
 IMAGE_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "LANG": "C.UTF-8",
@@ -70,6 +72,7 @@ if ! getent passwd agent >/dev/null; then
     fi
 fi
 chmod 0755 /usr/local/bin/company
+chmod 0755 /usr/local/lib/taskmine /usr/local/lib/taskmine/supervise
 git config --system --add safe.directory '*'
 mkdir -p /world /outbox
 rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/cache/debconf/*-old /var/log/* \\
@@ -77,11 +80,13 @@ rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/cache/debconf/*-old /var/log/*
     /tmp/* /root/.cache
 find / -xdev -name __pycache__ -type d -prune -exec rm -rf {} +
 python3 -c "import json, argparse, fcntl, re" && company --help >/dev/null
+python3 -I /usr/local/lib/taskmine/supervise run --timeout 5 --outbox /nonexistent -- true >/dev/null
 """
 
 DOCKERFILE = """\
 FROM debian:{suite}-slim
 COPY company /usr/local/bin/company
+COPY supervise /usr/local/lib/taskmine/supervise
 COPY setup.sh /tmp/setup.sh
 RUN TASKMINE_PACKAGES="{packages}" sh /tmp/setup.sh
 {changes}
@@ -98,15 +103,20 @@ def company_tool_source() -> bytes:
     return (Path(__file__).with_name("company_tool.py")).read_bytes()
 
 
+def supervise_source() -> bytes:
+    return (Path(__file__).with_name("supervise.py")).read_bytes()
+
+
 def recipe_hash() -> str:
     return content_hash(
-        "taskmine-base/1",
+        "taskmine-base/2",
         SUITE,
         PACKAGES,
         SETUP_SCRIPT,
         DOCKERFILE,
         IMAGE_CHANGES,
         hashlib.sha256(company_tool_source()).hexdigest(),
+        hashlib.sha256(supervise_source()).hexdigest(),
     )
 
 
@@ -180,6 +190,7 @@ def _build_from_dockerfile(tag: str, progress: Progress) -> None:
     files = {
         "Dockerfile": dockerfile.encode(),
         "company": company_tool_source(),
+        "supervise": supervise_source(),
         "setup.sh": SETUP_SCRIPT.encode(),
     }
     with tempfile.TemporaryFile() as ctx:
@@ -264,8 +275,11 @@ def _build_from_debootstrap(tag: str, progress: Progress) -> None:
         tool = rootfs / "usr/local/bin/company"
         tool.parent.mkdir(parents=True, exist_ok=True)
         tool.write_bytes(company_tool_source())
+        supervisor = rootfs / SUPERVISE_PATH.lstrip("/")
+        supervisor.parent.mkdir(parents=True, exist_ok=True)
+        supervisor.write_bytes(supervise_source())
         (rootfs / "tmp/taskmine-setup.sh").write_text(SETUP_SCRIPT)
-        progress("configuring: user agent (1000), company tool, git safe.directory, cleanup")
+        progress("configuring: user agent (1000), company tool, supervisor, git safe.directory, cleanup")
         env = {"PATH": IMAGE_ENV["PATH"], "LANG": "C.UTF-8", "TASKMINE_PACKAGES": " ".join(PACKAGES)}
         _run(
             ["chroot", str(rootfs), "/bin/sh", "/tmp/taskmine-setup.sh"], "configure the root filesystem", env
@@ -363,14 +377,18 @@ def _normalized(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def build_task_image(base: str, world_dir: Path, *, world_digest: str | None = None) -> tuple[str, str]:
+def build_task_image(base: str, world_dir: Path, *, world_digest: str | None = None,
+                     labels: dict[str, str] | None = None) -> tuple[str, str]:
     """(tag, image ID) of the image holding `world_dir` at /world on top of `base`; built once per content.
 
-    `world_digest` is `world_hash(world_dir)` when the caller already computed it."""
+    `world_digest` is `world_hash(world_dir)` when the caller already computed it. `labels` (e.g. the
+    TASKMINE_HOME and task world that use the image, for `prune_task_images`) are part of the tag's hash."""
     base_id = image_id(base)
     if base_id is None:
-        raise SandboxError(f"base image {base} is missing; run `python -m graders.images`")
-    tag = f"taskmine-task:{content_hash('task-image/1', base_id, world_digest or world_hash(world_dir))[:16]}"
+        raise SandboxError(f"base image {base} is missing; run `python -m environments.images`")
+    labels = {**(labels or {}), "taskmine.base": base_id}
+    digest = world_digest or world_hash(world_dir)
+    tag = f"taskmine-task:{content_hash('task-image/2', base_id, digest, sorted(labels.items()))[:16]}"
     existing = image_id(tag)
     if existing:
         return tag, existing
@@ -384,21 +402,40 @@ def build_task_image(base: str, world_dir: Path, *, world_digest: str | None = N
             for rel, path, _ in _walk(Path(world_dir)):
                 tar.add(path, arcname=f"world/{rel}", recursive=False, filter=_normalized)
         ctx.seek(0)
-        docker(
-            "build",
-            "-q",
-            "--label",
-            f"taskmine.world={tag.split(':')[1]}",
-            "-t",
-            tag,
-            "-",
-            stdin=ctx,
-            timeout=1800,
-        )
+        label_args = [part for k, v in sorted(labels.items()) for part in ("--label", f"{k}={v}")]
+        docker("build", "-q", "--label", f"taskmine.world={tag.split(':')[1]}", *label_args, "-t", tag, "-",
+               stdin=ctx, timeout=1800)
     built = image_id(tag)
     if built is None:
         raise SandboxError(f"docker build reported success but {tag} is missing")
     return tag, built
+
+
+def prune_task_images(home_label: str, keep_world_ids: set[str]) -> list[str]:
+    """Remove the task images built for `home_label` (the `taskmine.home` label) that no current task uses:
+    their world is not in `keep_world_ids`, or they sit on a base image that is no longer the current one.
+    Images a container still uses are left (docker refuses). Returns the tags removed."""
+    current_base = image_id(base_tag()) if not os.environ.get("TASKMINE_BASE_IMAGE") else \
+        image_id(os.environ["TASKMINE_BASE_IMAGE"])
+    proc = docker("images", "taskmine-task", "--filter", f"label=taskmine.home={home_label}", "--format",
+                  "{{.Repository}}:{{.Tag}}", check=False, timeout=60)
+    tags = proc.stdout.split() if proc.returncode == 0 else []
+    stale = []
+    if tags:
+        labels = docker("image", "inspect", "--format", "{{json .Config.Labels}}", *tags, check=False, timeout=120)
+        for tag, line in zip(tags, labels.stdout.splitlines()):
+            try:
+                found = json.loads(line) or {}
+            except ValueError:
+                continue
+            if found.get("taskmine.world_id") not in keep_world_ids or found.get("taskmine.base") != current_base:
+                stale.append(tag)
+    if not os.environ.get("TASKMINE_BASE_IMAGE"):  # earlier recipes of the base, once nothing sits on them
+        bases = docker("images", "taskmine-base", "--format", "{{.Repository}}:{{.Tag}}", check=False, timeout=60)
+        stale += [t for t in bases.stdout.split() if t != base_tag()] if bases.returncode == 0 else []
+    for i in range(0, len(stale), 50):
+        docker("rmi", *stale[i:i + 50], check=False, timeout=300)
+    return [tag for tag in stale if image_id(tag) is None]
 
 
 def main() -> int:

@@ -1,0 +1,730 @@
+"""Sandboxes: run an agent's (or a replayed reference's) commands against one task's world.
+
+A `Sandbox` opens a `Session` on a world: a container (docker) or a temp root (local) that lives until it is
+closed or its deadline passes. A session runs commands (`exec`), and reads and writes files (`read_file`,
+`write_file`) for the phases that follow the agent's (a verifier writes its hidden files only after the
+agent's processes are dead). `Sandbox.run` is one session with one command, graded through its outbox.
+
+Invariants:
+- The world is at $TASKMINE_WORLD (/world in Docker), read-only for the agent; actions are recorded only
+  through the `company` tool into $TASKMINE_OUTBOX. The outbox is parsed on the host *after* the command,
+  strictly: a regular file only (symlinks, FIFOs, folders, devices are refused, never followed), at most
+  1 MB and 1000 entries, each a JSON object with a string "action"; everything else becomes an
+  `outbox_errors` line. Whatever the agent left there is its own failure, never an error of ours.
+- `docker`: every command runs under `environments/supervise.py` (see its docstring): PID 1 of the container
+  enforces the session's deadline even when this process is killed, each command has its own deadline
+  inside the container, and nothing the agent writes reaches the host disk (no bind mount: the outbox,
+  /tmp and the home are size-limited tmpfs, the root is read-only, the daemon keeps no log). No network,
+  all capabilities dropped, no-new-privileges, uid 1000, pids/memory/cpu limits, never the Docker socket.
+  Containers are created with --rm, named `taskmine-<uuid>` and labelled with their owner (host, pid and
+  its start time) and deadline; `sweep()` removes those whose owner is gone, at every sandbox start.
+- `local` (fallback when no daemon answers): a temp copy of the world, a clean environment, the same
+  supervisor as a subprocess (its process group killed at the timeout), a cap on the size of any file it
+  writes (RLIMIT_FSIZE), no network when `unshare` allows it (`network_isolated` says whether it did).
+  It is not a security boundary; every result says sandbox="local". Its temp roots carry their owner and
+  are swept like containers.
+- stdout/stderr are bounded (the last 64 KB each), so a chatty or hostile command cannot exhaust memory.
+- Infra failures raise `SandboxError`; a command that fails, times out or kills its supervisor is a normal
+  `ExecResult` (its `error` says what happened).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from environments import supervise
+from environments.docker_cli import SandboxError, daemon_answers, docker
+from environments.images import (
+    AGENT_UID,
+    SUPERVISE_PATH,
+    build_task_image,
+    ensure_base_image,
+    prune_task_images,
+    world_hash,
+)
+
+__all__ = [
+    "DockerSandbox",
+    "ExecResult",
+    "LocalSandbox",
+    "RunResult",
+    "Sandbox",
+    "SandboxError",
+    "Session",
+    "get_sandbox",
+    "parse_outbox",
+    "read_outbox",
+    "sweep",
+]
+
+OUTPUT_LIMIT = supervise.TAIL
+OUTBOX_MAX_BYTES = supervise.OUTBOX_LIMIT
+OUTBOX_MAX_ENTRIES = 1000
+OUTBOX_MAX_ERRORS = 50
+OUTBOX_NAME = "outbox.jsonl"
+FRAME_LIMIT = 8 << 20        # the most we read of one supervisor frame (outputs + outbox, base64)
+HOST_GRACE_S = 20            # the host waits this much past a deadline the container enforces itself
+LOCAL_FILE_LIMIT = 256 << 20  # RLIMIT_FSIZE of local runs: no single file larger than this
+LABEL = "taskmine.sandbox"
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """One command in a session. `exit_code` is None when it timed out or its supervisor vanished."""
+
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    stdout: str
+    stderr: str
+    outbox: bytes = b""
+    outbox_error: str = ""
+    signal: int | None = None
+    oom_killed: bool = False
+    error: str = ""  # what went wrong that is the command's own doing (e.g. it killed its supervisor)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    sandbox: str  # "docker" | "local"
+    exit_code: int | None  # None when killed by the timeout
+    timed_out: bool
+    duration_s: float
+    stdout: str  # the last OUTPUT_LIMIT bytes, decoded
+    stderr: str
+    outbox: list[dict]  # parsed entries, bounded in count and size
+    outbox_errors: list[str]  # what was not a valid entry (never trust the agent's output)
+    image: str | None
+    image_digest: str | None
+    network_isolated: bool = True
+    oom_killed: bool = False
+    limits: dict = field(default_factory=dict)
+    signal: int | None = None
+    error: str = ""
+
+    def status(self) -> str:
+        """How the command ended, in a few words: `exit 0`, `exit 137 (SIGKILL), OOM-killed`, `timed out`."""
+        if self.timed_out:
+            parts = ["timed out"]
+        elif self.exit_code is None:
+            parts = [self.error or "no exit status"]
+        else:
+            parts = [f"exit {self.exit_code}"]
+            if self.signal:
+                with contextlib.suppress(ValueError):
+                    parts[0] += f" ({signal.Signals(self.signal).name})"
+        if self.oom_killed:
+            parts.append("OOM-killed")
+        return ", ".join(parts)
+
+
+# --- outbox -------------------------------------------------------------------------------------------
+
+
+def parse_outbox(data: bytes, why_not: str = "") -> tuple[list[dict], list[str]]:
+    """Parse the bytes of an outbox the agent controlled: (entries, errors)."""
+    if why_not:
+        return [], [why_not]
+    errors: list[str] = []
+    if len(data) > OUTBOX_MAX_BYTES:
+        errors.append(f"outbox is larger than {OUTBOX_MAX_BYTES} bytes; the rest is ignored")
+        data = data[:OUTBOX_MAX_BYTES]
+    entries: list[dict] = []
+    for lineno, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        if len(entries) >= OUTBOX_MAX_ENTRIES:
+            errors.append(f"more than {OUTBOX_MAX_ENTRIES} entries; the rest is ignored")
+            break
+        try:
+            entry = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            entry = None
+        if isinstance(entry, dict) and isinstance(entry.get("action"), str):
+            entries.append(entry)
+        elif len(errors) < OUTBOX_MAX_ERRORS:
+            errors.append(f"line {lineno}: not a JSON object with an action: {raw[:80]!r}")
+    return entries, errors
+
+
+def read_outbox(path: Path) -> tuple[list[dict], list[str]]:
+    """Parse an outbox file the agent controlled. Never follows a symlink, never blocks, never raises on
+    what the agent left there (a folder, a FIFO, a device, a dangling link)."""
+    data, why = supervise.read_outbox(str(path))
+    return parse_outbox(data, why)
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+# --- bounded process I/O ------------------------------------------------------------------------------
+
+
+class _Tail:
+    """Keep the last `limit` bytes of a stream, read on a daemon thread."""
+
+    def __init__(self, stream: IO[bytes], limit: int = OUTPUT_LIMIT):
+        self.buf = bytearray()
+        self.dropped = 0
+        self.limit = limit
+        self.thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _pump(self, stream: IO[bytes]) -> None:
+        with stream:
+            while chunk := stream.read1(65536):  # type: ignore[attr-defined]
+                self.buf += chunk
+                if len(self.buf) > self.limit:
+                    cut = len(self.buf) - self.limit
+                    self.dropped += cut
+                    del self.buf[:cut]
+
+    def text(self) -> str:
+        self.thread.join(timeout=5)
+        head = f"[... {self.dropped} bytes dropped ...]\n" if self.dropped else ""
+        return head + bytes(self.buf).decode("utf-8", "replace")
+
+
+def _communicate(argv: list[str], timeout_s: float, *, stdin: bytes | None = None, on_timeout=None,
+                 **popen) -> tuple[int | None, str, str]:
+    """Run argv with bounded output (FRAME_LIMIT of stdout, OUTPUT_LIMIT of stderr); (exit, out, err).
+    At the timeout `on_timeout(proc)` runs (default: kill its process group) and exit is None."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **popen)
+    out, err = _Tail(proc.stdout, FRAME_LIMIT), _Tail(proc.stderr)  # type: ignore[arg-type]
+    if stdin is not None:
+        try:
+            proc.stdin.write(stdin)  # type: ignore[union-attr]
+            proc.stdin.close()  # type: ignore[union-attr]
+        except (BrokenPipeError, OSError):
+            pass
+    code: int | None
+    try:
+        code = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        code = None
+        (on_timeout or _kill_group)(proc)
+    finally:
+        if proc.poll() is None:
+            _kill_group(proc)
+            proc.wait()
+    return code, out.text(), err.text()
+
+
+def _frame(stdout: str) -> dict | None:
+    """The supervisor's one result frame in `stdout`, or None when there is none (it was killed)."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(supervise.MARKER):
+            try:
+                value = json.loads(base64.b64decode(line[len(supervise.MARKER):], validate=True))
+            except (ValueError, binascii.Error):
+                return None
+            return value if isinstance(value, dict) else None
+    return None
+
+
+def _exec_result(frame: dict | None, duration: float, stderr: str, missing: str) -> ExecResult:
+    """An ExecResult from a supervisor frame, trusting nothing but its types; `missing` explains no frame."""
+    if frame is None:
+        return ExecResult(exit_code=None, timed_out=False, duration_s=round(duration, 3), stdout="",
+                          stderr=stderr[-OUTPUT_LIMIT:], error=missing)
+
+    def text(key: str) -> str:
+        v = frame.get(key)
+        return v[-(OUTPUT_LIMIT + 100):] if isinstance(v, str) else ""
+
+    def opt_int(key: str) -> int | None:
+        v = frame.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    try:
+        box = base64.b64decode(frame.get("outbox") or "", validate=True)
+    except (ValueError, binascii.Error, TypeError):
+        box = b""
+    secs = frame.get("duration_s")
+    return ExecResult(exit_code=opt_int("exit_code"), timed_out=frame.get("timed_out") is True,
+                      duration_s=float(secs) if isinstance(secs, (int, float)) else round(duration, 3),
+                      stdout=text("stdout"), stderr=text("stderr"), outbox=box[:OUTBOX_MAX_BYTES + 1],
+                      outbox_error=text("outbox_error")[:200], signal=opt_int("signal"),
+                      oom_killed=frame.get("oom_killed") is True)
+
+
+def _check_env(env: dict | None) -> dict[str, str]:
+    env = dict(env or {})
+    for key, value in env.items():
+        if not isinstance(key, str) or not key or "=" in key or "\0" in key or not isinstance(value, str) \
+                or "\0" in value:
+            raise ValueError(
+                f"bad environment entry {key!r}: names are non-empty strings without '=', values str without NUL"
+            )
+    return env
+
+
+# --- owners: who a container or temp root belongs to, and whether that process is still alive ------------
+
+
+def _start_time(pid: int) -> str:
+    """The start time of `pid` in clock ticks since boot (field 22 of /proc/PID/stat), '' if unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat[stat.rindex(")") + 2:].split()[19]
+
+
+def owner_tag() -> str:
+    """This process, as `host:pid:start`; a recycled pid has another start time."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid())}"
+
+
+def owner_alive(tag: str) -> bool | None:
+    """Whether the process named by `tag` still runs; None when it is another host's (we cannot tell)."""
+    host, _, rest = tag.partition(":")
+    pid, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    return _start_time(int(pid)) == start and start != ""
+
+
+def sweep(now: float | None = None) -> dict[str, int]:
+    """Remove what dead runs left: labelled containers whose owner is gone (or whose deadline passed long
+    ago, whoever owns them) and local temp roots whose owner is gone. Returns counts."""
+    now = time.time() if now is None else now
+    removed = {"containers": 0, "temp_dirs": 0}
+    root = Path(tempfile.gettempdir())
+    for d in root.glob("taskmine-local-*"):
+        try:
+            tag = (d / "owner").read_text().strip()
+        except OSError:
+            continue
+        if owner_alive(tag) is False:
+            _set_writable(d, True)
+            shutil.rmtree(d, ignore_errors=True)
+            removed["temp_dirs"] += 1
+    if shutil.which("docker") is None:
+        return removed
+    try:
+        proc = docker("ps", "-a", "--filter", f"label={LABEL}=1", "--format",
+                      '{{.Names}}\t{{.Label "taskmine.owner"}}\t{{.Label "taskmine.deadline"}}',
+                      timeout=30, check=False)
+    except SandboxError:
+        return removed
+    dead = []
+    for line in proc.stdout.splitlines() if proc.returncode == 0 else ():
+        name, owner, deadline = (line.split("\t") + ["", ""])[:3]
+        alive = owner_alive(owner)
+        expired = deadline.replace(".", "", 1).isdigit() and float(deadline) + HOST_GRACE_S < now
+        if alive is False or expired:
+            dead.append(name)
+    if dead:
+        docker("rm", "--force", *dead, timeout=120, check=False)
+        removed["containers"] = len(dead)
+    return removed
+
+
+# --- sessions -----------------------------------------------------------------------------------------
+
+
+class Session(ABC):
+    """One episode in one world. Commands run one at a time, as the agent (uid 1000 in Docker)."""
+
+    kind: str
+    image: str | None = None
+    image_digest: str | None = None
+    network_isolated: bool = True
+
+    @abstractmethod
+    def exec(self, command: str, *, timeout_s: float = 120, env: dict | None = None) -> ExecResult:
+        """Run `sh -c command` in the agent's home with $TASKMINE_WORLD and $TASKMINE_OUTBOX set; every
+        process it leaves behind is killed when it returns."""
+
+    @abstractmethod
+    def read_file(self, path: str, limit: int = supervise.READ_LIMIT) -> bytes:
+        """The bytes of a regular file in the session (at most `limit`); SandboxError if it is not one."""
+
+    @abstractmethod
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Create or replace a file in the session (its folder is created)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """End the session: every process dies and nothing of it stays behind."""
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class DockerSession(Session):
+    kind = "docker"
+
+    def __init__(self, sandbox: DockerSandbox, image: str, digest: str, deadline_s: float):
+        self.sandbox, self.image, self.image_digest = sandbox, image, digest
+        self.name = f"taskmine-{uuid.uuid4().hex}"
+        self.deadline = time.time() + deadline_s
+        self._closed = False
+        docker(*sandbox.container_args(self.name, image, deadline_s), timeout=120)
+        try:
+            docker("start", self.name, timeout=120)
+        except SandboxError:
+            self.close()
+            raise
+
+    def _exec_argv(self, *argv: str, env: dict[str, str] | None = None, stdin: bool = False) -> list[str]:
+        envs = [part for k, v in (env or {}).items() for part in ("--env", f"{k}={v}")]
+        return ["docker", "exec", *(["-i"] if stdin else []), "--workdir", "/home/agent", *envs, self.name,
+                "python3", "-I", SUPERVISE_PATH, *argv]
+
+    def _call(self, argv: list[str], timeout_s: float, stdin: bytes | None = None) -> tuple[dict | None, str]:
+        left = self.deadline - time.time()
+        code, out, err = _communicate(argv, min(timeout_s, max(left, 1)) + HOST_GRACE_S, stdin=stdin)
+        if code is None:  # the supervisor in the container did not end it: the container is unhealthy
+            self.close()
+            raise SandboxError(f"`docker exec` in {self.name} did not return within {timeout_s + HOST_GRACE_S:.0f}s;"
+                               " the container was removed")
+        return _frame(out), err
+
+    def exec(self, command: str, *, timeout_s: float = 120, env: dict | None = None) -> ExecResult:
+        extra = _check_env(env)
+        if self._closed:
+            raise SandboxError(f"session {self.name} is closed")
+        left = self.deadline - time.time()
+        timeout_s = max(0.1, min(timeout_s, left))
+        started = time.monotonic()
+        frame, err = self._call(self._exec_argv("run", "--timeout", f"{timeout_s:.3f}", "--kill-others",
+                                                "--outbox", f"/outbox/{OUTBOX_NAME}", "--", command, env=extra),
+                                timeout_s)
+        if frame is None:
+            state = _container_state(self.name)
+            if not state.get("Running"):
+                why = "the container ended during the command" + (" (OOM-killed)" if state.get("OOMKilled") else "")
+                if left <= timeout_s:
+                    why = "the session's deadline passed"
+            else:
+                why = "the command killed its supervisor (no result)"
+            return _exec_result(None, time.monotonic() - started, err, why)
+        return _exec_result(frame, time.monotonic() - started, err, "")
+
+    def read_file(self, path: str, limit: int = supervise.READ_LIMIT) -> bytes:
+        frame, err = self._call(self._exec_argv("read", "--limit", str(limit), path), 60)
+        if frame is None or not isinstance(frame.get("data"), str):
+            raise SandboxError(f"could not read {path} in {self.name}: {err.strip()[-200:] or 'no result'}")
+        if frame.get("error"):
+            raise SandboxError(f"{path} {frame['error']}")
+        return base64.b64decode(frame["data"])
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        frame, err = self._call(self._exec_argv("write", "--mode", f"{mode:o}", "--limit", str(len(data)), path,
+                                                stdin=True), 60, stdin=data)
+        if frame is None or frame.get("ok") is not True:
+            why = (frame or {}).get("error") or err.strip()[-200:] or "no result"
+            raise SandboxError(f"could not write {path} in {self.name}: {why}")
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            docker("rm", "--force", self.name, timeout=60, check=False)
+
+
+class LocalSession(Session):
+    kind = "local"
+
+    def __init__(self, world_dir: Path, deadline_s: float, isolation: list[str]):
+        if not Path(world_dir).is_dir():
+            raise SandboxError(f"world directory {world_dir} does not exist")
+        self.deadline = time.time() + deadline_s
+        self.isolation = isolation
+        self.network_isolated = bool(isolation)
+        self.root = Path(tempfile.mkdtemp(prefix="taskmine-local-"))
+        (self.root / "owner").write_text(owner_tag() + "\n")
+        self.world, self.home, self.tmp, bindir, self.outbox_dir = (
+            self.root / n for n in ("world", "home", "tmp", "bin", "outbox"))
+        try:
+            shutil.copytree(world_dir, self.world, symlinks=True)
+            for d in (self.home, self.tmp, bindir, self.outbox_dir):
+                d.mkdir()
+            tool = bindir / "company"
+            tool.write_text(f'#!/bin/sh\nexec {sys.executable} {Path(__file__).with_name("company_tool.py")} "$@"\n')
+            tool.chmod(0o755)
+            _set_writable(self.world, False)
+        except BaseException:
+            self.close()
+            raise
+        self.env = {"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin", "HOME": str(self.home),
+                    "TMPDIR": str(self.tmp), "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+
+    def _path(self, path: str) -> Path:
+        """A container path (/world/..., /home/agent/..., /tmp/..., /outbox/...) inside the temp root."""
+        for prefix, real in (("/world", self.world), ("/home/agent", self.home), ("/tmp", self.tmp),
+                             ("/outbox", self.outbox_dir)):
+            if path == prefix or path.startswith(prefix + "/"):
+                return real / path[len(prefix):].lstrip("/")
+        return self.home / path if not path.startswith("/") else Path(path)
+
+    def exec(self, command: str, *, timeout_s: float = 120, env: dict | None = None) -> ExecResult:
+        extra = _check_env(env)
+        left = self.deadline - time.time()
+        timeout_s = max(0.1, min(timeout_s, left))
+        run_env = {**self.env, **extra, "TASKMINE_WORLD": str(self.world),
+                   "TASKMINE_OUTBOX": str(self.outbox_dir / OUTBOX_NAME)}
+        argv = [*self.isolation, sys.executable, "-I", supervise.__file__, "run", "--timeout", f"{timeout_s:.3f}",
+                "--outbox", str(self.outbox_dir / OUTBOX_NAME), "--", command]
+        started = time.monotonic()
+        code, out, err = _communicate(argv, timeout_s + HOST_GRACE_S, cwd=self.home, env=run_env,
+                                      preexec_fn=_limit_file_size)
+        frame = _frame(out)
+        return _exec_result(frame, time.monotonic() - started, err,
+                            "the command killed its supervisor (no result)" if code is not None
+                            else "the supervisor did not return")
+
+    def read_file(self, path: str, limit: int = supervise.READ_LIMIT) -> bytes:
+        data, why = supervise.read_regular(str(self._path(path)), limit, follow=True)
+        if why:
+            raise SandboxError(f"{path} {why}")
+        return data[:limit]
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        target = self._path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_symlink():
+            target.unlink()
+        target.write_bytes(data)
+        target.chmod(mode)
+
+    def close(self) -> None:
+        if self.root.exists():
+            _set_writable(self.root, True)
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _limit_file_size() -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (LOCAL_FILE_LIMIT, LOCAL_FILE_LIMIT))
+
+
+# --- sandboxes ----------------------------------------------------------------------------------------
+
+
+class Sandbox(ABC):
+    """Opens sessions on world slices and runs one command in one (`run`); one backend per kind."""
+
+    kind: str
+    _swept = False
+
+    def sweep_once(self) -> None:
+        """Sweep what dead runs left (once per process and backend): see `sweep`."""
+        if not type(self)._swept:
+            type(self)._swept = True
+            sweep()
+
+    def prepare(self, world_dir: Path, world_id: str | None = None) -> str | None:
+        """Make the world ready to run (e.g. build its image); returns the image reference if any."""
+        return None
+
+    def prune(self, keep_world_ids: set[str]) -> list[str]:
+        """Remove what this sandbox built for worlds no current task uses (e.g. task images); their names."""
+        return []
+
+    @abstractmethod
+    def session(self, world_dir: Path, *, deadline_s: float = 600, world_id: str | None = None) -> Session:
+        """A new session on `world_dir` that ends by itself `deadline_s` seconds from now."""
+
+    def run(self, world_dir: Path, command: str, *, timeout_s: float = 120, env: dict | None = None,
+            world_id: str | None = None) -> RunResult:
+        """Run `sh -c command` once in a fresh session and parse its outbox."""
+        extra = _check_env(env)
+        with self.session(world_dir, deadline_s=timeout_s + HOST_GRACE_S, world_id=world_id) as s:
+            r = s.exec(command, timeout_s=timeout_s, env=extra)
+        outbox, errors = parse_outbox(r.outbox, r.outbox_error)
+        return RunResult(
+            sandbox=self.kind, exit_code=r.exit_code, timed_out=r.timed_out, duration_s=r.duration_s,
+            stdout=r.stdout, stderr=r.stderr, outbox=outbox, outbox_errors=errors, image=s.image,
+            image_digest=s.image_digest, network_isolated=s.network_isolated, oom_killed=r.oom_killed,
+            limits=dict(getattr(self, "limits", {})), signal=r.signal, error=r.error,
+        )  # fmt: skip
+
+
+class DockerSandbox(Sandbox):
+    """The real sandbox: a hardened container per session, from a per-task image (see module docstring)."""
+
+    kind = "docker"
+
+    def __init__(
+        self,
+        base_image: str | None = None,
+        *,
+        memory: str = "1g",
+        cpus: float = 1.0,
+        pids_limit: int = 256,
+        tmpfs_size: str = "256m",
+        outbox_size: str = "8m",
+        image_labels: dict[str, str] | None = None,
+    ):
+        self._base = base_image
+        self.limits = {"memory": memory, "cpus": cpus, "pids_limit": pids_limit, "tmpfs_size": tmpfs_size,
+                       "outbox_size": outbox_size}
+        self.image_labels = dict(image_labels or {})
+        self._images: dict[str, tuple[str, str]] = {}
+
+    @property
+    def base_image(self) -> str:
+        if self._base is None:
+            self._base = ensure_base_image()
+        return self._base
+
+    def prepare(self, world_dir: Path, world_id: str | None = None) -> str:
+        return self._image(world_dir, world_id)[0]
+
+    def _image(self, world_dir: Path, world_id: str | None) -> tuple[str, str]:
+        """(tag, image ID), remembered per world content so repeated runs skip the image look-ups."""
+        key = world_hash(Path(world_dir))
+        if key not in self._images:
+            labels = {**self.image_labels, **({"taskmine.world_id": world_id} if world_id else {})}
+            self._images[key] = build_task_image(self.base_image, Path(world_dir), world_digest=key, labels=labels)
+        return self._images[key]
+
+    def container_args(self, name: str, image: str, deadline_s: float) -> list[str]:
+        """The `docker create` arguments; every hardening flag lives here (and tests read it)."""
+        lim = self.limits
+        tmpfs = f"rw,nosuid,nodev,size={lim['tmpfs_size']}"
+        options = [
+            ("--name", name),
+            ("--label", f"{LABEL}=1"),
+            ("--label", f"taskmine.owner={owner_tag()}"),
+            ("--label", f"taskmine.deadline={time.time() + deadline_s:.0f}"),
+            ("--network", "none"),
+            ("--tmpfs", f"/tmp:{tmpfs},mode=1777"),
+            ("--tmpfs", f"/home/agent:{tmpfs},mode=0755,uid={AGENT_UID},gid={AGENT_UID}"),
+            ("--tmpfs", f"/outbox:rw,nosuid,nodev,noexec,size={lim['outbox_size']},mode=0755,uid={AGENT_UID},"
+                        f"gid={AGENT_UID}"),
+            ("--cap-drop", "ALL"),
+            ("--security-opt", "no-new-privileges"),
+            ("--user", f"{AGENT_UID}:{AGENT_UID}"),
+            ("--pids-limit", str(lim["pids_limit"])),
+            ("--memory", lim["memory"]),
+            ("--memory-swap", lim["memory"]),  # no swap beyond the memory limit
+            ("--cpus", str(lim["cpus"])),
+            ("--ulimit", "nofile=1024:1024"),
+            ("--log-driver", "none"),  # the daemon keeps no log to fill its disk
+            ("--hostname", "sandbox"),
+            ("--workdir", "/home/agent"),
+            ("--env", "TASKMINE_WORLD=/world"),
+            ("--env", f"TASKMINE_OUTBOX=/outbox/{OUTBOX_NAME}"),
+        ]
+        args = ["create", "--rm", "--read-only", *(part for option in options for part in option)]
+        return [*args, "--entrypoint", "python3", image, "-I", SUPERVISE_PATH, "init", "--deadline",
+                f"{deadline_s:.0f}"]
+
+    def prune(self, keep_world_ids: set[str]) -> list[str]:
+        home = self.image_labels.get("taskmine.home")
+        return prune_task_images(home, keep_world_ids) if home else []
+
+    def session(self, world_dir: Path, *, deadline_s: float = 600, world_id: str | None = None) -> DockerSession:
+        self.sweep_once()
+        image, digest = self._image(world_dir, world_id)
+        return DockerSession(self, image, digest, deadline_s)
+
+
+def _container_state(name: str) -> dict:
+    proc = docker("inspect", "--format", "{{json .State}}", name, check=False)
+    try:
+        return json.loads(proc.stdout) if proc.returncode == 0 else {}
+    except ValueError:
+        return {}
+
+
+class LocalSandbox(Sandbox):
+    """Fallback without Docker: a temp copy of the world and a subprocess (see module docstring)."""
+
+    kind = "local"
+    _UNSHARE_CANDIDATES = (
+        ["--net", "--map-root-user", "--pid", "--fork", "--kill-child"],
+        ["--net", "--map-root-user"],
+    )
+
+    def __init__(self) -> None:
+        self._unshare: list[str] | None = None
+        self._probed = False
+
+    def _isolation(self) -> list[str]:
+        """`unshare` flags that work on this kernel (probed once), or [] when none do."""
+        if not self._probed:
+            self._probed = True
+            exe = shutil.which("unshare")
+            for flags in self._UNSHARE_CANDIDATES if exe else ():
+                if _succeeds([exe, *flags, "true"]):  # type: ignore[list-item]
+                    self._unshare = [exe, *flags]  # type: ignore[list-item]
+                    break
+        return list(self._unshare or [])
+
+    def session(self, world_dir: Path, *, deadline_s: float = 600, world_id: str | None = None) -> LocalSession:
+        self.sweep_once()
+        return LocalSession(Path(world_dir), deadline_s, self._isolation())
+
+
+def _succeeds(argv: list[str]) -> bool:
+    try:
+        return subprocess.run(argv, check=False, capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _set_writable(root: Path, writable: bool) -> None:
+    """Make a tree read-only for the run (a non-root agent cannot change it), or writable to clean up."""
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path):
+                with contextlib.suppress(OSError):
+                    mode = os.stat(path).st_mode
+                    os.chmod(path, (mode | 0o200) if writable else (mode & ~0o222))
+        with contextlib.suppress(OSError):
+            os.chmod(dirpath, 0o755 if writable else 0o555)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def home_label(home: Path) -> str:
+    """The `taskmine.home` label of the images built for one TASKMINE_HOME (what `prune` may remove)."""
+    return hashlib.sha256(str(Path(home).resolve()).encode()).hexdigest()[:16]
+
+
+def get_sandbox(kind: str = "auto", home: Path | None = None) -> Sandbox:
+    """The sandbox for `kind`: "docker", "local", or "auto" (docker if a daemon answers within ~2 s).
+    `home` labels the images a Docker sandbox builds, so that home's runs can prune them."""
+    if kind == "local":
+        return LocalSandbox()
+    if kind in ("docker", "auto"):
+        if daemon_answers(timeout=2.0):
+            return DockerSandbox(image_labels={"taskmine.home": home_label(home)} if home else None)
+        if kind == "docker":
+            raise SandboxError(
+                "sandbox 'docker' requested but no Docker daemon answers; start dockerd "
+                "(scripts/ci-docker.sh) or use sandbox 'local'"
+            )
+        return LocalSandbox()
+    raise ValueError(f"unknown sandbox kind {kind!r}; use 'docker', 'local' or 'auto'")
