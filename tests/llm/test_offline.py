@@ -28,7 +28,7 @@ def getaddrinfo(host, *a, **k):
     return real_getaddrinfo(host, *a, **k)
 socket.socket.connect, socket.getaddrinfo = connect, getaddrinfo
 
-import llm, llm.client
+import llm, llm.client, llm.judge, llm.instruction, llm.requester
 light = {m: m in sys.modules for m in ("litellm", "dagster", "openai", "httpx")}
 from llm import LLM, LLMConfig, fill
 client = LLM(LLMConfig(model="openai/standin", api_base=sys.argv[1], cache_dir=sys.argv[2]))
