@@ -58,9 +58,9 @@ class LLMResource(ConfigurableResource):
 
     `model` and `api_base` from this config, else TASKMINE_LLM_MODEL / TASKMINE_LLM_API_BASE; empty = no model
     (the default): every use says so and callers take their no-model path. The key is never config: `api_key_env`
-    names the variable that holds it, read at run time (`dagster.EnvVar(api_key_env).get_value()`); a field
-    holding `EnvVar(...)` itself would fail every run where the variable is unset, the no-model default
-    included. Field meanings: llm/config.py.
+    names the variable that holds it; the client reads it when it calls, and the run's log says whether
+    `EnvVar(api_key_env)` is set. A field holding `EnvVar(...)` itself would fail every run where the variable
+    is unset (Dagster's config check), the no-model default included. Field meanings: llm/config.py.
     """
 
     model: str = ""
