@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 Role = Literal["system", "user", "assistant"]
 Message = tuple[Role, Anonymized]
 CACHE_VERSION = 1
-NO_KEY = "no-key"          # what a keyless server at api_base (a local model) is sent as the key
+NO_KEY = "no-key"          # the key sent to an openai/<name> server at api_base when no key is configured
 
 _OFFLINE_ENV = {
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",           # never fetch the cost map from GitHub
@@ -243,8 +243,8 @@ class LLM:
         if cfg.api_base:
             kwargs["api_base"] = cfg.api_base
         key = cfg.api_key()
-        if key is None and cfg.api_base:
-            key = NO_KEY
+        if key is None and cfg.api_base and cfg.model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+            key = NO_KEY   # the OpenAI SDK refuses to send without a key; a local server ignores it
         if key is not None:
             kwargs["api_key"] = key
         retries = 0

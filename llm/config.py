@@ -2,8 +2,8 @@
 
 The API key is never part of the configuration: `api_key_env` names the environment variable that holds
 it (default TASKMINE_LLM_API_KEY), read when a call is made. Unset, litellm's own variable for the provider
-applies (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...); a server at `api_base` that needs no key (a local
-OpenAI-compatible server) gets a placeholder.
+applies (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...); with neither, an `openai/<name>` server at `api_base` (a
+local OpenAI-compatible server, which needs no key) is sent the placeholder "no-key".
 
 Any provider litellm speaks works: `model` is litellm's model string, e.g. "anthropic/claude-sonnet-4-5",
 "gpt-4o-mini", or a local OpenAI-compatible server as "openai/<name>" with `api_base`

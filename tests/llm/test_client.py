@@ -298,3 +298,10 @@ def test_the_model_comes_from_the_environment(llm_standin, tmp_path, monkeypatch
     assert client.enabled and client.describe() == f"openai/standin at {llm_standin.url}"
     assert ask(client).text == "ok" and llm_standin.count == 1
     assert "sk-" not in client.config.model_dump_json()           # the config never holds a key
+
+
+def test_litellms_own_key_variable_applies_when_ours_is_unset(llm_standin, tmp_path, monkeypatch):
+    """Uses a stand-in for a hosted LLM reached as openai/<name>: OPENAI_API_KEY is used, not the placeholder."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-env")
+    ask(LLM(llm_standin.config(tmp_path)))
+    assert llm_standin.requests[0].headers["authorization"] == "Bearer sk-openai-env"
