@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dagster import ConfigurableResource
+from dagster import ConfigurableResource, EnvVar, InitResourceContext
+from pydantic import PrivateAttr
 
 from taskmine.paths import default_exports
 
@@ -54,14 +55,54 @@ class SandboxResource(ConfigurableResource):
 
 
 class LLMResource(ConfigurableResource):
-    """Optional model for synthesis, judging and rollouts (litellm). Unset model = deterministic mode."""
+    """The LLM layer's client (llm/), one per run: its budget and usage are the run's.
+
+    `model` and `api_base` from this config, else TASKMINE_LLM_MODEL / TASKMINE_LLM_API_BASE; empty = no model
+    (the default): every use says so and callers take their no-model path. The key is never config: `api_key_env`
+    names the variable that holds it; the client reads it when it calls, and the run's log says whether
+    `EnvVar(api_key_env)` is set. A field holding `EnvVar(...)` itself would fail every run where the variable
+    is unset (Dagster's config check), the no-model default included. Field meanings: llm/config.py.
+    """
 
     model: str = ""
-    base_url: str = ""
+    api_base: str = ""
     api_key_env: str = "TASKMINE_LLM_API_KEY"
     timeout_s: float = 60.0
-    budget_usd: float = 5.0
+    max_retries: int = 4
+    backoff_base_s: float = 1.0
+    concurrency: int = 4
+    budget_tokens: int | None = 2_000_000
+    budget_usd: float | None = 5.0
+    temperature: float = 0.0
+    max_output_tokens: int | None = 1024
+    structured_output: str = "json_schema"
+    cache_dir: str = ""
+
+    _client = PrivateAttr(default=None)
+
+    def llm_config(self):
+        from llm.config import LLMConfig
+
+        fields = self.model_dump(exclude={"model", "api_base"})
+        return LLMConfig.from_env(model=self.model, api_base=self.api_base, **fields)
 
     @property
     def enabled(self) -> bool:
-        return bool(self.model or os.environ.get("TASKMINE_LLM_MODEL"))
+        return self.llm_config().enabled
+
+    def key_is_set(self) -> bool:
+        return bool(EnvVar(self.api_key_env).get_value()) if self.api_key_env else False
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._client = None
+        if context.log is not None and self.enabled:
+            context.log.info(f"LLM: {self.llm_config().describe()}; key from ${self.api_key_env}: "
+                             f"{'set' if self.key_is_set() else 'unset'}")
+
+    def client(self):
+        """The run's `llm.LLM` (made on first use; `LLM.enabled` is False with no model)."""
+        if self._client is None:
+            from llm.client import LLM
+
+            self._client = LLM(self.llm_config())
+        return self._client

@@ -53,3 +53,20 @@ def taskmine_env(tmp_path, monkeypatch):
     (tmp_path / "dagster").mkdir()
     (tmp_path / "dagster" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     return home
+
+
+@pytest.fixture
+def llm_standin():
+    """A stand-in for a hosted LLM: a real OpenAI-compatible server on 127.0.0.1 (random port), scripted per
+    test; `llm_standin.config(tmp_path)` is an LLMConfig pointed at it. How to script it: tests/llm/standin.py."""
+    import sys
+    from pathlib import Path
+
+    here = str(Path(__file__).resolve().parent / "llm")
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    from standin import StandIn
+
+    server = StandIn()
+    yield server
+    server.close()
