@@ -79,7 +79,7 @@ rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/cache/debconf/*-old /var/log/*
     /usr/share/doc/* /usr/share/man/* /usr/share/info/* /usr/share/locale/* /usr/share/lintian \\
     /tmp/* /root/.cache
 find / -xdev -name __pycache__ -type d -prune -exec rm -rf {} +
-python3 -c "import json, argparse, fcntl, re" && company --help >/dev/null
+python3 -c "import json, argparse, select, socket" && company --version >/dev/null
 python3 -I /usr/local/lib/taskmine/supervise run --timeout 5 --outbox /nonexistent -- true >/dev/null
 """
 

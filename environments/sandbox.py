@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import IO
 
 from environments import supervise
-from environments.docker_cli import SandboxError, daemon_answers, docker
+from environments.docker_cli import SandboxError, daemon_answers, docker, image_id
 from environments.images import (
     AGENT_UID,
     SUPERVISE_PATH,
@@ -102,6 +102,34 @@ class ExecResult:
     oom_killed: bool = False
     error: str = ""  # what went wrong that is the command's own doing (e.g. it killed its supervisor)
 
+    def status_line(self) -> str:
+        return status_line(self.exit_code, self.signal, self.timed_out, self.oom_killed, self.error)
+
+
+def status_line(exit_code: int | None, sig: int | None, timed_out: bool, oom_killed: bool, error: str) -> str:
+    """How a command ended, in a few words: `exit 0`, `exit 137 (SIGKILL), OOM-killed`, `timed out`."""
+    if timed_out:
+        parts = ["timed out"]
+    elif exit_code is None:
+        parts = [error or "no exit status"]
+    else:
+        parts = [f"exit {exit_code}"]
+        if sig:
+            with contextlib.suppress(ValueError):
+                parts[0] += f" ({signal.Signals(sig).name})"
+    if oom_killed:
+        parts.append("OOM-killed")
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host folder the session sees, read-only, at `target` (Docker: a read-only bind mount; local: the
+    host path itself, through `Session.path_of`)."""
+
+    source: Path
+    target: str
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -123,18 +151,7 @@ class RunResult:
 
     def status(self) -> str:
         """How the command ended, in a few words: `exit 0`, `exit 137 (SIGKILL), OOM-killed`, `timed out`."""
-        if self.timed_out:
-            parts = ["timed out"]
-        elif self.exit_code is None:
-            parts = [self.error or "no exit status"]
-        else:
-            parts = [f"exit {self.exit_code}"]
-            if self.signal:
-                with contextlib.suppress(ValueError):
-                    parts[0] += f" ({signal.Signals(self.signal).name})"
-        if self.oom_killed:
-            parts.append("OOM-killed")
-        return ", ".join(parts)
+        return status_line(self.exit_code, self.signal, self.timed_out, self.oom_killed, self.error)
 
 
 # --- outbox -------------------------------------------------------------------------------------------
@@ -312,7 +329,7 @@ def sweep(now: float | None = None) -> dict[str, int]:
     now = time.time() if now is None else now
     removed = {"containers": 0, "temp_dirs": 0}
     root = Path(tempfile.gettempdir())
-    for d in root.glob("taskmine-local-*"):
+    for d in [*root.glob("taskmine-local-*"), *root.glob("taskmine-tools-*")]:
         try:
             tag = (d / "owner").read_text().strip()
         except OSError:
@@ -354,9 +371,15 @@ class Session(ABC):
     network_isolated: bool = True
 
     @abstractmethod
-    def exec(self, command: str, *, timeout_s: float = 120, env: dict | None = None) -> ExecResult:
+    def exec(self, command: str, *, timeout_s: float = 120, env: dict | None = None,
+             kill_others: bool = True) -> ExecResult:
         """Run `sh -c command` in the agent's home with $TASKMINE_WORLD and $TASKMINE_OUTBOX set; every
-        process it leaves behind is killed when it returns."""
+        process it leaves behind is killed when it returns (with `kill_others`, every other process of the
+        session too: what a serialized agent command needs, not a tool call made beside a running agent)."""
+
+    def path_of(self, target: str) -> str:
+        """Where a mount's `target` (or /world, /home/agent, /tmp) is, as the session's commands see it."""
+        return target
 
     @abstractmethod
     def read_file(self, path: str, limit: int = supervise.READ_LIMIT) -> bytes:
@@ -380,12 +403,13 @@ class Session(ABC):
 class DockerSession(Session):
     kind = "docker"
 
-    def __init__(self, sandbox: DockerSandbox, image: str, digest: str, deadline_s: float):
+    def __init__(self, sandbox: DockerSandbox, image: str, digest: str | None, deadline_s: float,
+                 mounts: tuple[Mount, ...] = (), env: dict[str, str] | None = None):
         self.sandbox, self.image, self.image_digest = sandbox, image, digest
         self.name = f"taskmine-{uuid.uuid4().hex}"
         self.deadline = time.time() + deadline_s
         self._closed = False
-        docker(*sandbox.container_args(self.name, image, deadline_s), timeout=120)
+        docker(*sandbox.container_args(self.name, image, deadline_s, mounts, env), timeout=120)
         try:
             docker("start", self.name, timeout=120)
         except SandboxError:
@@ -406,14 +430,16 @@ class DockerSession(Session):
                                " the container was removed")
         return _frame(out), err
 
-    def exec(self, command: str, *, timeout_s: float = 120, env: dict | None = None) -> ExecResult:
+    def exec(self, command: str, *, timeout_s: float = 120, env: dict | None = None,
+             kill_others: bool = True) -> ExecResult:
         extra = _check_env(env)
         if self._closed:
             raise SandboxError(f"session {self.name} is closed")
         left = self.deadline - time.time()
         timeout_s = max(0.1, min(timeout_s, left))
         started = time.monotonic()
-        frame, err = self._call(self._exec_argv("run", "--timeout", f"{timeout_s:.3f}", "--kill-others",
+        frame, err = self._call(self._exec_argv("run", "--timeout", f"{timeout_s:.3f}",
+                                                *(["--kill-others"] if kill_others else []),
                                                 "--outbox", f"/outbox/{OUTBOX_NAME}", "--", command, env=extra),
                                 timeout_s)
         if frame is None:
@@ -451,9 +477,11 @@ class DockerSession(Session):
 class LocalSession(Session):
     kind = "local"
 
-    def __init__(self, world_dir: Path, deadline_s: float, isolation: list[str]):
-        if not Path(world_dir).is_dir():
+    def __init__(self, world_dir: Path | None, deadline_s: float, isolation: list[str],
+                 mounts: tuple[Mount, ...] = (), env: dict[str, str] | None = None):
+        if world_dir is not None and not Path(world_dir).is_dir():
             raise SandboxError(f"world directory {world_dir} does not exist")
+        self.mounts = {m.target: Path(m.source) for m in mounts}
         self.deadline = time.time() + deadline_s
         self.isolation = isolation
         self.network_isolated = bool(isolation)
@@ -462,7 +490,10 @@ class LocalSession(Session):
         self.world, self.home, self.tmp, bindir, self.outbox_dir = (
             self.root / n for n in ("world", "home", "tmp", "bin", "outbox"))
         try:
-            shutil.copytree(world_dir, self.world, symlinks=True)
+            if world_dir is not None:
+                shutil.copytree(world_dir, self.world, symlinks=True)
+            else:
+                self.world.mkdir()
             for d in (self.home, self.tmp, bindir, self.outbox_dir):
                 d.mkdir()
             tool = bindir / "company"
@@ -473,17 +504,23 @@ class LocalSession(Session):
             self.close()
             raise
         self.env = {"PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin", "HOME": str(self.home),
-                    "TMPDIR": str(self.tmp), "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+                    "TMPDIR": str(self.tmp), "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+                    **_check_env(env)}
+
+    def path_of(self, target: str) -> str:
+        return str(self._path(target))
 
     def _path(self, path: str) -> Path:
-        """A container path (/world/..., /home/agent/..., /tmp/..., /outbox/...) inside the temp root."""
-        for prefix, real in (("/world", self.world), ("/home/agent", self.home), ("/tmp", self.tmp),
-                             ("/outbox", self.outbox_dir)):
+        """A container path (a mount's target, /world/..., /home/agent/..., /tmp/..., /outbox/...) on the host."""
+        prefixes = [*sorted(self.mounts.items(), key=lambda kv: -len(kv[0])),
+                    ("/world", self.world), ("/home/agent", self.home), ("/tmp", self.tmp), ("/outbox", self.outbox_dir)]
+        for prefix, real in prefixes:
             if path == prefix or path.startswith(prefix + "/"):
                 return real / path[len(prefix):].lstrip("/")
         return self.home / path if not path.startswith("/") else Path(path)
 
-    def exec(self, command: str, *, timeout_s: float = 120, env: dict | None = None) -> ExecResult:
+    def exec(self, command: str, *, timeout_s: float = 120, env: dict | None = None,
+             kill_others: bool = True) -> ExecResult:
         extra = _check_env(env)
         left = self.deadline - time.time()
         timeout_s = max(0.1, min(timeout_s, left))
@@ -547,14 +584,16 @@ class Sandbox(ABC):
         return []
 
     @abstractmethod
-    def session(self, world_dir: Path, *, deadline_s: float = 600, world_id: str | None = None) -> Session:
-        """A new session on `world_dir` that ends by itself `deadline_s` seconds from now."""
+    def session(self, world_dir: Path | None = None, *, deadline_s: float = 600, image: str | None = None,
+                mounts: tuple[Mount, ...] = (), env: dict[str, str] | None = None) -> Session:
+        """A new session that ends by itself `deadline_s` seconds from now: `world_dir` (files) at /world,
+        `mounts` read-only, `env` in every command, in `image` (Docker; default the base image)."""
 
-    def run(self, world_dir: Path, command: str, *, timeout_s: float = 120, env: dict | None = None,
-            world_id: str | None = None) -> RunResult:
+    def run(self, world_dir: Path | None, command: str, *, timeout_s: float = 120, env: dict | None = None,
+            mounts: tuple[Mount, ...] = ()) -> RunResult:
         """Run `sh -c command` once in a fresh session and parse its outbox."""
         extra = _check_env(env)
-        with self.session(world_dir, deadline_s=timeout_s + HOST_GRACE_S, world_id=world_id) as s:
+        with self.session(world_dir, deadline_s=timeout_s + HOST_GRACE_S, mounts=mounts) as s:
             r = s.exec(command, timeout_s=timeout_s, env=extra)
         outbox, errors = parse_outbox(r.outbox, r.outbox_error)
         return RunResult(
@@ -604,7 +643,8 @@ class DockerSandbox(Sandbox):
             self._images[key] = build_task_image(self.base_image, Path(world_dir), world_digest=key, labels=labels)
         return self._images[key]
 
-    def container_args(self, name: str, image: str, deadline_s: float) -> list[str]:
+    def container_args(self, name: str, image: str, deadline_s: float, mounts: tuple[Mount, ...] = (),
+                       env: dict[str, str] | None = None) -> list[str]:
         """The `docker create` arguments; every hardening flag lives here (and tests read it)."""
         lim = self.limits
         tmpfs = f"rw,nosuid,nodev,size={lim['tmpfs_size']}"
@@ -631,6 +671,9 @@ class DockerSandbox(Sandbox):
             ("--workdir", "/home/agent"),
             ("--env", "TASKMINE_WORLD=/world"),
             ("--env", f"TASKMINE_OUTBOX=/outbox/{OUTBOX_NAME}"),
+            *(("--env", f"{k}={v}") for k, v in _check_env(env).items()),
+            # read-only views of host folders (the world's files, git packs, the tool server's socket folder)
+            *(("--mount", f"type=bind,source={Path(m.source).resolve()},target={m.target},readonly") for m in mounts),
         ]
         args = ["create", "--rm", "--read-only", *(part for option in options for part in option)]
         return [*args, "--entrypoint", "python3", image, "-I", SUPERVISE_PATH, "init", "--deadline",
@@ -640,10 +683,15 @@ class DockerSandbox(Sandbox):
         home = self.image_labels.get("taskmine.home")
         return prune_task_images(home, keep_world_ids) if home else []
 
-    def session(self, world_dir: Path, *, deadline_s: float = 600, world_id: str | None = None) -> DockerSession:
+    def session(self, world_dir: Path | None = None, *, deadline_s: float = 600, image: str | None = None,
+                mounts: tuple[Mount, ...] = (), env: dict[str, str] | None = None) -> DockerSession:
         self.sweep_once()
-        image, digest = self._image(world_dir, world_id)
-        return DockerSession(self, image, digest, deadline_s)
+        if world_dir is not None:
+            if not Path(world_dir).is_dir():
+                raise SandboxError(f"world directory {world_dir} does not exist")
+            mounts = (Mount(Path(world_dir), "/world"), *mounts)
+        image = image or self.base_image
+        return DockerSession(self, image, image_id(image), deadline_s, mounts, env)
 
 
 def _container_state(name: str) -> dict:
@@ -678,9 +726,11 @@ class LocalSandbox(Sandbox):
                     break
         return list(self._unshare or [])
 
-    def session(self, world_dir: Path, *, deadline_s: float = 600, world_id: str | None = None) -> LocalSession:
+    def session(self, world_dir: Path | None = None, *, deadline_s: float = 600, image: str | None = None,
+                mounts: tuple[Mount, ...] = (), env: dict[str, str] | None = None) -> LocalSession:
         self.sweep_once()
-        return LocalSession(Path(world_dir), deadline_s, self._isolation())
+        return LocalSession(Path(world_dir) if world_dir is not None else None, deadline_s, self._isolation(),
+                            mounts, env)
 
 
 def _succeeds(argv: list[str]) -> bool:

@@ -17,7 +17,6 @@ import fnmatch
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -134,16 +133,14 @@ def parse_iso_ts(value) -> dt.datetime | None:
 
 
 # --- registry ---------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Registered:
-    name: str
-    cls: type[Extractor]
-    origin: str  # "builtin:<module>" or "entry-point:<distribution>"
+# One registry for every plug-in kind (taskmine/registry.py); extractors are its "extractor" kind, whose
+# entry point group is `taskmine.extractors`.
 
 
-_REGISTRY: dict[str, Registered] = {}
-_ENTRY_POINTS_LOADED = False
+def _registry():
+    from taskmine.registry import registry as _r
+
+    return _r("extractor")
 
 
 def register_extractor(name: str):
@@ -152,52 +149,17 @@ def register_extractor(name: str):
     def wrap(cls: type[Extractor]) -> type[Extractor]:
         if not (isinstance(cls, type) and issubclass(cls, Extractor)):
             raise TypeError(f"@register_extractor({name!r}) must decorate an Extractor subclass")
-        existing = _REGISTRY.get(name)
-        if existing and existing.cls is not cls and existing.cls.__qualname__ != cls.__qualname__:
-            raise ValueError(f"extractor name {name!r} is taken by {existing.cls.__module__}")
         cls.name = name
-        _REGISTRY[name] = Registered(name, cls, f"builtin:{cls.__module__}")
+        _registry().add(name, cls, f"builtin:{cls.__module__}")
         return cls
 
     return wrap
 
 
-def _load_builtins() -> None:
-    # Importing the modules runs their @register_extractor decorators.
-    from extractors import git as _git  # noqa: F401
-    from extractors import github as _github  # noqa: F401
-    from extractors import email as _email  # noqa: F401
-    from extractors import jira as _jira  # noqa: F401
-    from extractors import slack as _slack  # noqa: F401
-    # scaffold: new built-in extractors are imported above this line
-
-
-def _load_entry_points() -> None:
-    global _ENTRY_POINTS_LOADED
-    if _ENTRY_POINTS_LOADED:
-        return
-    _ENTRY_POINTS_LOADED = True
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        cls = ep.load()
-        if ep.name not in _REGISTRY:
-            register_extractor(ep.name)(cls)
-        dist = getattr(ep, "dist", None)
-        _REGISTRY[ep.name] = Registered(ep.name, _REGISTRY[ep.name].cls,
-                                        f"entry-point:{dist.name if dist else ep.value}")
-
-
-def registry() -> dict[str, Registered]:
-    """Every registered extractor, builtin and third-party, by name (sorted)."""
-    _load_builtins()
-    _load_entry_points()
-    return dict(sorted(_REGISTRY.items()))
+def registry():
+    """Every registered extractor, builtin and third-party, by name (sorted): name -> Registered (.cls)."""
+    return _registry().all()
 
 
 def get_extractor(name: str) -> type[Extractor]:
-    reg = registry()
-    if name not in reg:
-        raise KeyError(f"no extractor named {name!r}; known: {', '.join(reg) or 'none'} "
-                       f"(see `taskmine extractors list`)")
-    return reg[name].cls
+    return _registry().get(name).obj

@@ -5,7 +5,7 @@ Writes three things and wires one line:
   line: {"id", "ts", "author", "text"}) to edit into the real format;
 - `tests/extractors/fixtures/<name>/sample.<name>.jsonl`: a fixture written by us;
 - `tests/extractors/test_<name>_extractor.py`: the contract test (the kit) plus a fixture test;
-- the module's import in `extractors/base.py::_load_builtins` (after the `# scaffold:` marker).
+- the module's name in the extractor kind's built-ins in `taskmine/registry.py` (above the `# scaffold:` marker).
 Nothing is overwritten: an existing file is an error naming it.
 """
 
@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 NAME = re.compile(r"^[a-z][a-z0-9_]{1,30}$")
-MARKER = "    # scaffold: new built-in extractors are imported above this line"
+MARKER = "        # scaffold: new built-in extractors are listed above this line"
 
 MODULE = '''"""{title} connector: JSON Lines files `*.{name}.jsonl`, one record per line.
 
@@ -142,16 +142,16 @@ def scaffold(name: str, repo: Path) -> list[Path]:
         repo / "tests" / "extractors" / f"test_{name}_extractor.py": TEST.format(name=name, cls=cls),
         repo / "tests" / "extractors" / "fixtures" / name / f"sample.{name}.jsonl": FIXTURE,
     }
-    base = repo / "extractors" / "base.py"
+    base = repo / "taskmine" / "registry.py"
     text = base.read_text()
     if MARKER not in text:
-        raise ScaffoldError(f"{base} has no '# scaffold:' marker in _load_builtins; add the import by hand")
+        raise ScaffoldError(f"{base} has no '# scaffold:' marker in the extractor built-ins; add the module by hand")
     for path in files:
         if path.exists():
             raise ScaffoldError(f"{path} exists; pick another name or remove it")
     for path, content in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content)
-    line = f"    from extractors import {name} as _{name}  # noqa: F401\n"
+    line = f'        "extractors.{name}",\n'
     base.write_text(text.replace(MARKER, line + MARKER, 1))
     return [*files, base]

@@ -1,51 +1,38 @@
 """Replay tasks in a sandbox and decide whether each is valid.
 
-A task is valid when, in its own world image, replaying its reference through the `company` tool
-(the oracle) scores >= 0.99 on every repeat and doing nothing (the null run) scores <= 0.05 on every
-repeat (DESIGN.md, Validation 1, 2 and 4). Infrastructure failures (the sandbox could not run, a
-timeout) are recorded apart from task failures and never counted as a score.
+A task is valid when, in its own world (an episode: the task's tool server and repositories in a sandbox
+session), replaying its reference through the `company` CLI (the oracle) scores >= 0.99 on every repeat and
+doing nothing (the null run) scores <= 0.05 on every repeat (DESIGN.md, Validation 1, 2 and 4).
+Infrastructure failures (the sandbox could not run, our own replay timed out) are recorded apart from task
+failures and never counted as a score. An agent is graded on the actions it recorded, however it ended.
 """
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from graders.rubric import grade
+from environments import actions as A
+from environments.episode import Episode
+from environments.sandbox import SandboxError
+from graders.rubric import Context, grade
 from warehouse.ids import content_hash
 from warehouse.schemas import Task, Validation
 
 ORACLE_MIN = 0.99
 NULL_MAX = 0.05
+NULL_COMMAND = "true"
 
 
-def entry_command(entry: dict) -> str:
-    """The `company` invocation that writes `entry` to the outbox."""
-    action = entry.get("action")
-    if action == "jira.update":
-        args = ["company", "jira", "update"]
-        fields = entry.get("fields", {})
-        for key, flag in (("type", "--type"), ("priority", "--priority"), ("assignee", "--assignee"),
-                          ("duplicate_of", "--duplicate-of")):
-            if fields.get(key):
-                args += [flag, str(fields[key])]
-        for c in fields.get("components") or []:
-            args += ["--component", str(c)]
-        return shlex.join(args)
-    if action == "answer" and "sha" in entry:
-        return shlex.join(["company", "answer", "--sha", str(entry["sha"])])
-    if action == "answer" and "text" in entry:
-        return shlex.join(["company", "answer", "--text", str(entry["text"])])
-    raise ValueError(f"no company command writes {action!r}")
+def reference_calls(task: Task) -> list[A.Tool]:
+    """The task's reference as typed tool calls."""
+    return [A.CALL.validate_python(a) for a in task.reference.get("actions") or []]
 
 
 def oracle_command(task: Task) -> str:
-    return " && ".join(entry_command(e) for e in task.reference["outbox"]) or "true"
-
-
-NULL_COMMAND = "true"
+    """The reference replayed through the `company` CLI, one command per call."""
+    return " && ".join(c.cli() for c in reference_calls(task)) or "true"
 
 
 def agent_command(task: Task, agent: str) -> tuple[str, str]:
@@ -57,26 +44,34 @@ def agent_command(task: Task, agent: str) -> tuple[str, str]:
     return "agent", agent
 
 
-def run_once(task: Task, world_dir: Path, sandbox, run_kind: str, command: str, attempt: int = 0,
+def run_once(task: Task, worlds_dir: Path, sandbox, run_kind: str, command: str, attempt: int = 0,
              timeout_s: float = 120) -> Validation:
-    """Run `command` in the task's world and grade the outbox."""
-    result = sandbox.run(world_dir, command, timeout_s=timeout_s, world_id=task.world_hash)
+    """Run `command` in an episode of the task's world and grade the action log."""
     vid = content_hash("validation", task.task_id, run_kind, attempt, command)[:32]
-    base = dict(validation_id=vid, task_id=task.task_id, dataset=task.dataset, run_kind=run_kind,
-                attempt=attempt, duration_s=round(result.duration_s, 3), image_digest=result.image_digest,
-                sandbox=result.sandbox, exit_code=result.exit_code, status=result.status())
+    base = dict(validation_id=vid, task_id=task.task_id, dataset=task.dataset, run_kind=run_kind, attempt=attempt,
+                sandbox=sandbox.kind)
     reference = run_kind in ("oracle", "null")
+    try:
+        with Episode(worlds_dir, task.world, sandbox, deadline_s=timeout_s + 300) as ep:
+            result = ep.exec(command, timeout_s=timeout_s)
+            actions = ep.actions
+            digest = ep.session.image_digest if ep.session else None
+            view = ep.tools.view if ep.tools else None
+    except SandboxError as exc:
+        return Validation(**base, score=None, duration_s=0.0, error_class="infra", message=str(exc)[:500])
+    base.update(duration_s=round(result.duration_s, 3), image_digest=digest, exit_code=result.exit_code,
+                status=result.status_line())
     if result.timed_out and reference:  # our own replay did not finish: infrastructure, not a score
         return Validation(**base, score=None, error_class="timeout", message=f"killed after {timeout_s}s")
-    g = grade(task.rubric, result.outbox)  # an agent is graded on what it recorded, however it ended
+    g = grade(task.rubric, actions, Context(view=view))
     notes = [g.message] if g.message else []
-    if result.outbox_errors:
-        notes.append(f"outbox_errors={len(result.outbox_errors)}: {result.outbox_errors[0][:120]}")
+    if g.not_run:
+        notes.append(f"{g.not_run} judge checks not run (no model)")
     if result.error:
         notes.append(result.error)
     if reference and (result.exit_code != 0 or result.error):
         return Validation(**base, score=g.score, checks=g.checks, error_class="infra",
-                          message=f"{result.status()}: {result.stderr.strip()[-300:]}")
+                          message=f"{result.status_line()}: {result.stderr.strip()[-300:]}")
     return Validation(**base, score=g.score, checks=g.checks, error_class=g.error_class, message="; ".join(notes))
 
 
@@ -88,13 +83,13 @@ class Verdict:
     validations: list[Validation]
 
 
-def validate(task: Task, world_dir: Path, sandbox, repeats: int = 3,
+def validate(task: Task, worlds_dir: Path, sandbox, repeats: int = 3,
              progress: Callable[[str], None] | None = None) -> Verdict:
     """Oracle and null, `repeats` times each; any failure or variance rejects the task with a reason."""
     runs: list[Validation] = []
     for kind, command in (("oracle", oracle_command(task)), ("null", NULL_COMMAND)):
         for attempt in range(repeats):
-            runs.append(run_once(task, world_dir, sandbox, kind, command, attempt))
+            runs.append(run_once(task, worlds_dir, sandbox, kind, command, attempt))
             if progress:
                 progress(kind)
     return Verdict(task.task_id, *judge(runs), runs)

@@ -1,54 +1,75 @@
-"""Rubrics: weighted checks naming registered deterministic check functions.
+"""Rubrics: many small weighted checks, each naming a registered check with validated arguments.
 
 Invariants:
-- A rubric is data (JSON): `{"version": 1, "checks": [{"id", "check", "weight", "args"}]}`; a check
-  is found by its registered name, never pickled code.
-- A check returns a score in [0, 1] with an explanation. A check that cannot run (unknown name,
-  bad arguments, a crash) is a `grader_error`, never a silent 0.
-- The grader reads only the outbox entries the `company` tool wrote, parsed outside the container;
-  it never trusts their shape.
+- A rubric is data (JSON): `{"version": 2, "checks": [{"id", "check", "kind", "weight", "criterion", "args"}]}`;
+  a check is found by its registered name (taskmine.registry, kind "check"), never pickled code. Its
+  arguments are validated against the check's declared model when the rubric is built, so a bad rubric
+  never exists.
+- A check reads the episode's typed action log (`environments.actions.Logged`) and returns a score in [0, 1]
+  with an explanation. A check that cannot run (unknown name, a crash) is a `grader_error`, never a 0.
+- `kind` is `deterministic` or `judge`. Judge checks need a model: without one they are recorded as not run
+  and left out of the score (the grade says how many), never passed.
+- The score is reported as weighted points (e.g. 17/23) and normalized over the checks that ran.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from taskmine.registry import registry
 
 CheckFn = Callable[..., "CheckResult"]
-_CHECKS: dict[str, CheckFn] = {}
 
 
-def register_check(name: str):
+def register_check(name: str, *, args: type[BaseModel] | None = None, kind: str = "deterministic"):
+    """Decorator: a check function `fn(actions, args_model_instance, context) -> CheckResult` under `name`."""
+
     def wrap(fn: CheckFn) -> CheckFn:
-        if name in _CHECKS and _CHECKS[name] is not fn:
-            raise ValueError(f"check {name!r} is registered twice")
-        _CHECKS[name] = fn
+        fn.check_kind = kind  # type: ignore[attr-defined]
+        registry("check").add(name, fn, f"builtin:{fn.__module__}", args)
         return fn
 
     return wrap
 
 
-def checks() -> dict[str, CheckFn]:
-    from graders import checks as _builtin  # noqa: F401  (registers the built-in checks)
-
-    return dict(_CHECKS)
+def checks() -> dict[str, Any]:
+    return {name: r.obj for name, r in registry("check").all().items()}
 
 
 class CheckSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    id: str
+    id: str = Field(min_length=1, max_length=80)
     check: str
     weight: float = Field(gt=0)
+    kind: Literal["deterministic", "judge"] = "deterministic"
+    criterion: str = Field("", max_length=400)
     args: dict[str, Any] = {}
+
+    @model_validator(mode="after")
+    def _args(self) -> CheckSpec:
+        reg = registry("check").get(self.check)  # KeyError for an unknown check
+        object.__setattr__(self, "args", registry("check").validate_args(self.check, self.args))
+        declared = getattr(reg.obj, "check_kind", "deterministic")
+        if declared != self.kind:
+            raise ValueError(f"check {self.check!r} is a {declared} check, not {self.kind}")
+        return self
 
 
 class Rubric(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-    version: int = 1
-    checks: list[CheckSpec]
+    version: int = 2
+    checks: list[CheckSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> Rubric:
+        ids = [c.id for c in self.checks]
+        if len(ids) != len(set(ids)):
+            raise ValueError(f"check ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
+        return self
 
 
 @dataclass(frozen=True)
@@ -59,35 +80,60 @@ class CheckResult:
 
 @dataclass
 class Grade:
-    score: float | None
+    score: float | None                    # normalized over the checks that ran
     checks: list[dict[str, Any]] = field(default_factory=list)
     error_class: str | None = None
     message: str = ""
+    points: float = 0.0
+    max_points: float = 0.0
+    not_run: int = 0                       # judge checks without a model
+    mode: str = "deterministic"            # what graded it: deterministic, or judge:<model>
+
+    def summary(self) -> str:
+        skipped = f", {self.not_run} judge checks not run" if self.not_run else ""
+        return f"{self.points:g}/{self.max_points:g}{skipped}"
 
 
 class GraderError(Exception):
     pass
 
 
-def grade(rubric: Rubric | dict, outbox: list[dict]) -> Grade:
-    """Score `outbox` against `rubric`: the weighted mean of the checks' scores."""
+@dataclass
+class Context:
+    """What checks may consult besides the actions: the task's world view (read-only), and the judge."""
+
+    view: Any = None
+    judge: Callable[..., Any] | None = None  # (criterion, candidate text, guidance) -> (passed, rationale)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def grade(rubric: Rubric | dict, actions: list, context: Context | None = None) -> Grade:
+    """Score the action log against `rubric` (see the module docstring)."""
     rubric = rubric if isinstance(rubric, Rubric) else Rubric.model_validate(rubric)
-    registry = checks()
-    results, total, weights = [], 0.0, 0.0
+    context = context or Context()
+    results: list[dict[str, Any]] = []
+    points = max_points = 0.0
+    not_run = 0
     for spec in rubric.checks:
-        fn = registry.get(spec.check)
+        entry = {"id": spec.id, "check": spec.check, "kind": spec.kind, "weight": spec.weight,
+                 "criterion": spec.criterion}
+        if spec.kind == "judge" and context.judge is None:
+            results.append({**entry, "score": None, "ran": False, "explanation": "not run: no model configured"})
+            not_run += 1
+            continue
         try:
-            if fn is None:
-                raise GraderError(f"unknown check {spec.check!r}")
-            r = fn(outbox, **spec.args)
+            reg = registry("check").get(spec.check)
+            model = reg.args
+            args = model.model_validate(spec.args) if model is not None else spec.args
+            r = reg.obj(actions, args, context)
             if not isinstance(r, CheckResult) or not 0.0 <= r.score <= 1.0:
                 raise GraderError(f"check {spec.check!r} returned {r!r}")
         except Exception as exc:
-            return Grade(None, results, "grader_error", f"{spec.id}: {type(exc).__name__}: {exc}")
-        results.append({"id": spec.id, "check": spec.check, "weight": spec.weight, "score": r.score,
-                        "explanation": r.explanation})
-        total += spec.weight * r.score
-        weights += spec.weight
-    if weights == 0:
-        return Grade(None, results, "grader_error", "rubric has no checks")
-    return Grade(round(total / weights, 6), results)
+            return Grade(None, results, "grader_error", f"{spec.id}: {type(exc).__name__}: {exc}"[:500])
+        results.append({**entry, "score": r.score, "ran": True, "explanation": r.explanation})
+        points += spec.weight * r.score
+        max_points += spec.weight
+    if max_points == 0:
+        return Grade(None, results, None, f"no check ran ({not_run} judge checks not run)", 0, 0, not_run)
+    mode = "deterministic" if not any(c["kind"] == "judge" and c["ran"] for c in results) else "judge"
+    return Grade(round(points / max_points, 6), results, None, "", round(points, 6), max_points, not_run, mode)

@@ -103,8 +103,17 @@ def _families_md(fams: list[dict]) -> str:
     return "\n".join(rows)
 
 
-@asset(partitions_def=datasets, group_name="families", deps=[work_items, clusters],
-       description="Candidate tasks per family (triage, commit link): prompt, world, reference, rubric.")
+@asset(partitions_def=datasets, group_name="families", deps=[anonymized_events],
+       description="The company as one world for every task: every issue, mail and chat message with a full-text "
+                   "index, and the git histories without issue keys in messages (a task is a cutoff into it).")
+@stage
+def world(context: AssetExecutionContext, warehouse: WarehouseResource):
+    return _result(flow.world(warehouse.store(), context.partition_key))
+
+
+@asset(partitions_def=datasets, group_name="families", deps=[work_items, clusters, world],
+       description="Candidate tasks per family (triage, commit link): prompt, cutoff into the world, reference "
+                   "actions, rubric; each proves its answer is nowhere the agent can reach.")
 @stage
 def tasks(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
     from task_builders.config import load_config
@@ -161,4 +170,5 @@ def funnel_table(counts: dict[str, int]) -> MetadataValue:
     return MetadataValue.table(records=rows, schema=schema)
 
 
-STAGES = [raw_events, identities, anonymized_events, links, work_items, clusters, tasks, validations, published_dataset]
+STAGES = [raw_events, identities, anonymized_events, links, work_items, clusters, world, tasks, validations,
+          published_dataset]

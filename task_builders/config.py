@@ -2,7 +2,7 @@
 
 Example:
 
-    families = ["ticket_triage", "commit_link"]
+    families = ["ticket_triage", "commit_link"]   # default: every registered family (`taskmine families list`)
     triage_window_days = 3      # changes this soon after filing count as triage
     link_days = 7               # the commit-link world is the repository this long after the fix
     repeats = 3                 # oracle and null runs per task
@@ -32,7 +32,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 CONFIG_NAME = "taskmine.toml"
-FAMILIES = ("ticket_triage", "commit_link")
+
+
+def known_families() -> tuple[str, ...]:
+    from taskmine.registry import registry
+
+    return tuple(registry("family").all())
 
 
 class ConfigError(ValueError):
@@ -42,7 +47,7 @@ class ConfigError(ValueError):
 class DatasetConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    families: tuple[str, ...] = FAMILIES
+    families: tuple[str, ...] | None = None  # None: every registered family
     triage_window_days: float = Field(3.0, gt=0)
     link_days: float = Field(7.0, ge=0)
     repeats: int = Field(3, ge=1, le=20)
@@ -72,9 +77,14 @@ class DatasetConfig(BaseModel):
         return v
 
     def model_post_init(self, _context) -> None:
-        unknown = [f for f in self.families if f not in FAMILIES]
+        known = known_families()
+        unknown = [f for f in self.families or () if f not in known]
         if unknown:
-            raise ValueError(f"unknown family {unknown[0]!r}; choose from {', '.join(FAMILIES)}")
+            raise ValueError(f"unknown family {unknown[0]!r}; choose from {', '.join(known)}")
+
+    def enabled(self) -> tuple[str, ...]:
+        """The families this dataset builds: the configured ones, else every registered one."""
+        return self.families if self.families is not None else known_families()
 
 
 def load_config(dataset_dir: Path | None) -> DatasetConfig:

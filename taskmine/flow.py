@@ -318,16 +318,36 @@ def clusters(store: Store, dataset: str, config: DatasetConfig | None = None) ->
                                                               "map_path": str(report / "families.png")})
 
 
-# --- 5. tasks ----------------------------------------------------------------------------------------
+# --- 5. world and tasks ------------------------------------------------------------------------------
+
+def world(store: Store, dataset: str) -> StageResult:
+    """The dataset's company world, built once for every task (task_builders.world)."""
+    from task_builders import world as worldbuild
+
+    w = worldbuild.build(store, dataset)
+    repo_bytes = sum(_tree_bytes(Path(r["path"])) for r in w.repos.values())
+    return StageResult({"documents": w.docs, "world_bytes": w.bytes, "repositories": len(w.repos),
+                        "repository_bytes": repo_bytes})
+
+
+def _tree_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
 
 def tasks(store: Store, dataset: str, config: DatasetConfig) -> StageResult:
+    from environments.world import World
+    from task_builders import world as worldbuild
+    from task_builders.families import seal
+
+    if not (store.worlds(dataset) / "world.json").exists():
+        world(store, dataset)
     events = {e.event_id: e for e in store.iter("anonymized_events", dataset)}
-    index_file = repos_index(store, dataset)
-    repos = json.loads(index_file.read_text()) if index_file.exists() else {}
+    repos = worldbuild.load(store, dataset)
     items = store.read("work_items", dataset)
     placed = {c.item_id: c for c in store.read("clusters", dataset)}
     rejected: list[Rejection] = []
-    used = {k for name, f in families().items() if name in config.families for k in f.kinds}
+    enabled = config.enabled()
+    used = {k for name, f in families().items() if name in enabled for k in f.kinds}
     if placed:   # one task per near-duplicate group: its representative
         for i in items:
             c = placed.get(i.item_id)
@@ -337,25 +357,47 @@ def tasks(store: Store, dataset: str, config: DatasetConfig) -> StageResult:
                                           detail=f"group {c.dup_group[:12]} of {c.dup_count}"))
         items = [i for i in items if i.item_id not in placed or placed[i.item_id].representative]
     splits = {k: (c.split, c.canary) for k, c in placed.items()}
-    ctx = BuildContext(dataset, events, items, store.worlds(dataset), config, repos, splits)
+    wf = store.worlds(dataset) / "world.sqlite"
     built: list[Task] = []
     per_family: Counter = Counter()
     for name, family in families().items():
-        if name not in config.families:
+        if name not in enabled:
             continue
+        mine = [i for i in items if i.kind in family.kinds]
+        ctx = BuildContext(dataset, events, mine, store.worlds(dataset), config, repos, splits,
+                           World(wf) if wf.exists() else None)
+        drafts = []
         for out in family.build(ctx):
             per_family[(name, "candidates")] += 1
+            if isinstance(out, Rejection):
+                rejected.append(out)
+            else:
+                drafts.append(out)
+        for out in seal(ctx, family, drafts):
             if isinstance(out, Task):
                 built.append(out)
                 per_family[(name, "tasks")] += 1
             else:
-                rejected.append(out)
+                rejected.append(out.model_copy(update={"family": name}) if not out.family else out)
     store.replace("tasks", dataset, built)
     record_rejections(store, dataset, "candidates", rejected)
     counts = {"candidates": sum(v for (_, k), v in per_family.items() if k == "candidates"), "tasks": len(built)}
     counts.update({f"{f}_{k}": v for (f, k), v in sorted(per_family.items())})
+    counts["world_bytes"] = world_bytes(store, dataset)
     reasons = Counter(r.reason for r in rejected)
     return StageResult(counts, [{"rejected because": k, "candidates": str(v)} for k, v in reasons.most_common(8)])
+
+
+def world_bytes(store: Store, dataset: str) -> int:
+    """Bytes on disk of every world of the dataset together (hard links counted once)."""
+    seen, total = set(), 0
+    for p in store.worlds(dataset).rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            st = p.stat()
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_size
+    return total
 
 
 # --- 6. validations ----------------------------------------------------------------------------------
@@ -377,13 +419,13 @@ def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress:
     if len(rows) != len(existing):
         store.replace("validations", dataset, rows)
     for i, task in enumerate(todo, 1):
-        verdict = replay.validate(task, store.worlds(dataset) / task.world["dir"], sandbox, repeats)
+        verdict = replay.validate(task, store.worlds(dataset), sandbox, repeats)
         rows.extend(verdict.validations)
         store.replace("validations", dataset, rows)
         if progress:
             progress(f"validated {i}/{len(todo)} {task.family} {task.task_id[:10]}: "
                      f"{'ok' if verdict.valid else verdict.reason}")
-    # images of worlds no current task (of any dataset in this home) uses any more
+    # images no current task (of any dataset in this home) uses any more
     pruned = sandbox.prune({t.world_hash for ds in store.datasets("tasks") for t in store.iter("tasks", ds)})
     verdicts = verdicts_by_task(rows)
     rejected = [Rejection(dataset=dataset, stage="validated", family=t.family, subject_id=t.task_id,

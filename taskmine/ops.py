@@ -37,7 +37,7 @@ def replay_task(prefix: str, agent: str, dataset: str | None = None, sandbox_kin
     sandbox = get_sandbox(sandbox_kind, home=store.home)
     kind, command = replay.agent_command(task, agent)
     print(f"task {task.task_id} ({task.family}) in {sandbox.kind}: {kind}: {command[:200]}", flush=True)
-    v = replay.run_once(task, store.worlds(task.dataset) / task.world["dir"], sandbox, kind, command,
+    v = replay.run_once(task, store.worlds(task.dataset), sandbox, kind, command,
                         timeout_s=timeout_s)
     for c in v.checks:
         print(f"  {c['id']:<12} {c['score']:.2f} x{c['weight']:g}  {c['explanation'][:100]}")

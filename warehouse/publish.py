@@ -1,10 +1,15 @@
 """Publish validated tasks as a versioned dataset a lab can load with DuckDB, pyarrow or `load_dataset`.
 
     published/<dataset>/<version>/
-        tasks.parquet           one row per task (prompt, reference, rubric, lineage, split, ...)
-        worlds/<task_id>/...    each task's world slice; a git workspace becomes repo.bundle
+        tasks.parquet           one row per task (prompt, world: cutoff and what it hides, reference, rubric, ...)
+        world/documents.jsonl   the company's world: every issue, comment, change, mail and chat message
+        world/git/<repo>.bundle the world's git histories (issue keys stripped from messages)
         manifest.json           sha256 of every file, counts per stage, the pipeline version
         README.md               the dataset card
+
+A task is a cutoff into the one world of its dataset (storage grows with the history, not with the number of
+tasks); `warehouse.loader` serves a task's world through the same tools the sandbox uses, which enforce the
+cutoff. The world files hold the whole history: an agent must reach them only through those tools.
 
 Invariants:
 - Byte-identical output for identical input: rows sorted by task_id, no timestamps of the run, the
@@ -61,7 +66,9 @@ def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: st
             validation: dict[str, dict], known_strings: Iterable[str],
             detector: audit.Detector | None = None) -> Published:
     tasks = sorted(tasks, key=lambda t: t.task_id)
-    digest = content_hash("publish", PIPELINE_VERSION, [(t.task_id, t.world_hash) for t in tasks])[:12]
+    world_key = json.loads((world_root / "world.json").read_text()).get("key") if (world_root / "world.json").exists() \
+        else None
+    digest = content_hash("publish", PIPELINE_VERSION, world_key, [(t.task_id, t.world_hash) for t in tasks])[:12]
     version = f"{PIPELINE_VERSION}-{digest}"
     final = out_root / dataset / version
     if final.exists() and (final / "manifest.json").exists():
@@ -70,14 +77,14 @@ def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: st
     stage = out_root / dataset / f".staging-{version}-{os.getpid()}"
     if stage.exists():
         shutil.rmtree(stage)
-    (stage / "worlds").mkdir(parents=True)
+    used = {r for t in tasks for r in ((t.world.get("git") or {}).get("repos") or [])}
+    _copy_world(world_root, stage / "world", used)
     rows = []
     for t in tasks:
-        _copy_world(world_root / t.world["dir"], stage / "worlds" / t.task_id)
         rows.append({
             "task_id": t.task_id, "dataset": t.dataset, "family": t.family, "split": t.split, "prompt": t.prompt,
-            "cutoff": t.cutoff, "world_dir": f"worlds/{t.task_id}", "world_hash": t.world_hash,
-            "world_manifest": canonical_json({k: v for k, v in t.world.items() if k != "dir"}),
+            "cutoff": t.cutoff, "world_dir": "world", "world_hash": t.world_hash,
+            "world_manifest": canonical_json({k: v for k, v in t.world.items() if k != "view"}),
             "reference": canonical_json(t.reference), "rubric": canonical_json(t.rubric),
             "lineage": t.lineage, "canary": t.canary, "validation": canonical_json(validation.get(t.task_id, {})),
         })
@@ -107,24 +114,22 @@ def _count(values: Iterable[str]) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def _copy_world(src: Path, dst: Path) -> None:
-    """Copy a world slice; a git workspace is published as one deterministic bundle."""
+def _copy_world(world_root: Path, dst: Path, repos: set[str]) -> None:
+    """The world's documents as JSON lines and each repository a task uses as one deterministic bundle."""
+    from environments.world import export_documents
+
     dst.mkdir(parents=True)
-    for p in sorted(src.rglob("*")):
-        rel = p.relative_to(src)
-        if rel.parts[0] == "repo" or not p.is_file():
-            continue
-        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(p, dst / rel)
-    if (src / "repo" / ".git").exists():
-        bundle(src / "repo", dst / "repo.bundle")
+    if (world_root / "world.sqlite").exists():
+        export_documents(world_root / "world.sqlite", dst / "documents.jsonl")
+    for slug in sorted(repos):
+        bundle(world_root / "git" / f"{slug}.git", dst / "git" / f"{slug}.bundle")
 
 
 def bundle(repo: Path, out: Path) -> None:
-    """A deterministic single-file copy of the repository's one branch (single-threaded packing)."""
+    """A deterministic single-file copy of every branch of the repository (single-threaded packing)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     r = subprocess.run(["git", "-C", str(repo), "-c", "pack.threads=1", "bundle", "create", "-q",
-                        str(out.resolve()), "refs/heads/main"], capture_output=True, text=True)
+                        str(out.resolve()), "--branches"], capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"git bundle failed for {repo}: {r.stderr.strip()[:300]}")
 
@@ -142,7 +147,11 @@ def _card(dataset: str, version: str, tasks: list[Task], funnel: dict[str, int])
         "## Funnel", "", "| stage | count |", "|---|---|", *[f"| {k} | {v} |" for k, v in funnel.items()], "",
         "## Privacy", "", "People are replaced by consistent pseudonyms; e-mail addresses and phone numbers are",
         "scrubbed; a leak audit found no known identity in any file of this version.", "",
-        "## Worlds", "", "`worlds/<task_id>/` holds what the agent sees; `repo.bundle` is a git bundle",
-        "(`git clone repo.bundle repo`). Test-split rows carry a canary string: do not train on them.", "",
+        "## Worlds", "", "Every task is a moment of one company: `world/documents.jsonl` (issues, mail, chat) and",
+        "`world/git/<repo>.bundle` hold its whole history, and a task's `world_manifest` says its cutoff, what it",
+        "hides and its repositories' refs. Serve a task's world through the company tools, which enforce the",
+        "cutoff (`ds.tools(task_id)`, `ds.repositories(task_id, dest)` in `warehouse.loader`, or",
+        "`taskmine serve --published DIR --task ID` for an MCP client); never hand the world files to an agent.",
+        "Test-split rows carry a canary string: do not train on them.", "",
     ]
     return "\n".join(lines)

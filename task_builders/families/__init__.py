@@ -1,27 +1,43 @@
-"""Task families: each turns work items into tasks (prompt, world slice, reference, rubric).
+"""Task families: each turns work items into task drafts (prompt, cutoff, reference actions, rubric, the facts
+it hides); `seal` turns drafts into tasks the same way for every family.
 
 Invariants:
-- Builders read anonymized events and work items only.
-- A builder proves its own reference passes its own rubric (>= 0.99) and that an empty outbox fails
-  it (<= 0.05) before a task exists (DESIGN.md, Convention 8); otherwise it emits a `Rejection`.
+- Builders read anonymized events, work items and the dataset's world only.
+- A family declares what its task hides: events the world withholds, exact tokens (a SHA, a key, a value) and
+  texts (the real reply) that must not be reachable, commits that must not be in the task's repositories.
+  `seal` proves it: in the prompt and everywhere the agent can reach at the cutoff (every source of the
+  world through its full-text index, and the git view), exactly for tokens and by word n-gram overlap for
+  texts; a draft that fails is rejected with the reason, never published.
+- A builder's reference passes its own rubric (>= 0.99) and doing nothing fails it (<= 0.05), replayed
+  through the same tool server the agent uses, before a task exists (DESIGN.md, Convention 8).
 - The task id is the content hash of everything that defines the task, so re-runs give the same id.
+- Families are plug-ins (taskmine.registry, kind "family"; entry point group `taskmine.familys`... see
+  `taskmine families list`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from graders.rubric import Rubric, grade
+from environments import actions as A
+from environments.gitworld import GitWorldError, RepoChain, make_view, verify_view
+from environments.tools import Persona, ToolServer
+from environments.world import World, WorldView
+from graders.rubric import Context, Rubric, grade
 from task_builders.cluster.splits import canary
 from task_builders.config import DatasetConfig
-from task_builders.worlds import manifest, world_hash
+from taskmine.registry import registry
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Rejection, Task, WorkItem
 
+NGRAM = 8          # words in a shingle of a hidden text
+MAX_SHINGLES = 60  # shingles of one hidden text looked up in the world
 
 
 @dataclass
@@ -31,11 +47,35 @@ class BuildContext:
     items: list[WorkItem]
     world_root: Path                      # $TASKMINE_HOME/worlds/<dataset>
     config: DatasetConfig
-    repos: dict[str, dict] = field(default_factory=dict)  # repo name -> {"path", "sha_map"}
+    repos: dict[str, dict] = field(default_factory=dict)  # world repository name -> {"path", "sha_map", "slug"}
     splits: dict[str, tuple[str, str]] = field(default_factory=dict)  # item_id -> (split, canary) from clusters
+    world: World | None = None
 
     def by_kind(self, kind: str) -> list[Event]:
         return [e for e in self.events.values() if e.kind == kind]
+
+    def view(self, cutoff: dt.datetime, hidden: Iterable[str] = ()) -> WorldView | None:
+        return self.world.at(cutoff, hidden) if self.world else None
+
+
+@dataclass
+class Draft:
+    """A task before it is sealed (see the module docstring)."""
+
+    item: WorkItem
+    prompt: str
+    cutoff: dt.datetime
+    reference: list[A.Tool]                               # the real outcome, as tool calls
+    rubric: Rubric
+    hidden_events: list[str] = field(default_factory=list)
+    hidden_tokens: list[str] = field(default_factory=list)  # exact, case-insensitive (a SHA prefix matches)
+    hidden_texts: list[str] = field(default_factory=list)   # no NGRAM-word run of them may be reachable
+    hidden_commits: list[str] = field(default_factory=list)  # world SHAs no repository of the task may reach
+    needed_commits: list[str] = field(default_factory=list)  # world SHAs its repositories must reach
+    persona: Persona | None = None
+    repos: dict[str, str | None] = field(default_factory=dict)  # world repo -> commit to check out (None: HEAD)
+    tools: list[str] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 class Family(ABC):
@@ -43,8 +83,8 @@ class Family(ABC):
     kinds: tuple[str, ...] = ("issue",)   # the work-item kinds it builds tasks from
 
     @abstractmethod
-    def build(self, ctx: BuildContext) -> Iterator[Task | Rejection]:
-        """Yield a Task per usable item and a Rejection (with its reason) per unusable one."""
+    def build(self, ctx: BuildContext) -> Iterator[Draft | Rejection]:
+        """Yield a Draft per usable item and a Rejection (with its reason) per unusable one."""
 
     def reject(self, ctx: BuildContext, item: WorkItem | str, reason: str, detail: str = "",
                stage: str = "candidates") -> Rejection:
@@ -52,37 +92,169 @@ class Family(ABC):
         return Rejection(dataset=ctx.dataset, stage=stage, family=self.name, subject_id=subject,
                          reason=reason, detail=detail[:500])
 
-    def finish(self, ctx: BuildContext, item: WorkItem, *, prompt: str, world_dir: Path, cutoff: dt.datetime,
-               reference: dict, rubric: Rubric) -> Task | Rejection:
-        """Seal a task: hash its world, prove the reference passes and doing nothing fails."""
-        oracle = grade(rubric, reference["outbox"])
-        null = grade(rubric, [])
-        if oracle.score is None or oracle.score < 0.99:
-            return self.reject(ctx, item, "reference does not pass its own rubric",
-                               f"score={oracle.score} {oracle.message}")
-        if null.score is None or null.score > 0.05:
-            return self.reject(ctx, item, "doing nothing passes the rubric", f"score={null.score}")
-        m = manifest(world_dir)
-        wh = world_hash(m)
-        body = {"dataset": ctx.dataset, "family": self.name, "item": item.item_id, "prompt": prompt,
-                "cutoff": cutoff.isoformat(), "world": wh, "reference": reference,
-                "rubric": rubric.model_dump(mode="json")}
-        task_id = content_hash("task", body)[:32]
-        if item.item_id in ctx.splits:        # the clusters stage: no near-duplicate crosses the splits
-            split, mark = ctx.splits[item.item_id]
-        else:                                 # no clustering ran: a hash of the thread
-            test = int(content_hash("split", ctx.dataset, item.thread_key)[:8], 16) / 0xFFFFFFFF < ctx.config.test_share
-            split, mark = ("test", canary(ctx.dataset)) if test else ("train", "")
-        return Task(
-            task_id=task_id, dataset=ctx.dataset, family=self.name, item_id=item.item_id, prompt=prompt,
-            cutoff=cutoff, world={"dir": str(world_dir.relative_to(ctx.world_root)), **m}, world_hash=wh,
-            reference=reference, rubric=rubric.model_dump(mode="json"), lineage=item.lineage,
-            split=split, canary=mark,
-        )
+
+def register_family(name: str):
+    """Class decorator: a Family subclass under `name` (kind "family" of taskmine.registry)."""
+
+    def wrap(cls: type[Family]) -> type[Family]:
+        if not (isinstance(cls, type) and issubclass(cls, Family)):
+            raise TypeError(f"@register_family({name!r}) must decorate a Family subclass")
+        cls.name = name
+        registry("family").add(name, cls, f"builtin:{cls.__module__}")
+        return cls
+
+    return wrap
 
 
 def families() -> dict[str, Family]:
-    from task_builders.families.commit_link import CommitLink
-    from task_builders.families.triage import TicketTriage
+    return {name: r.obj() for name, r in registry("family").all().items()}
 
-    return {f.name: f for f in (TicketTriage(), CommitLink())}
+
+# --- sealing --------------------------------------------------------------------------------------------
+
+
+def seal(ctx: BuildContext, family: Family, drafts: list[Draft]) -> Iterator[Task | Rejection]:
+    """Tasks from drafts: git views at their cutoffs, the hidden-facts check, the self-replay, the id."""
+    views = _views(ctx, drafts)
+    for d in drafts:
+        view_id = views.get(id(d))
+        if isinstance(view_id, Rejection):
+            yield view_id
+            continue
+        world_view = ctx.view(d.cutoff, d.hidden_events)
+        problems = hidden_fact_problems(world_view, d)
+        if view_id:
+            problems += verify_view(ctx.world_root / "views" / view_id, d.hidden_commits, d.needed_commits)
+        if problems:
+            yield family.reject(ctx, d.item, "the answer is reachable in the world", "; ".join(problems))
+            continue
+        oracle, null = self_grade(world_view, d)
+        if oracle.score is None or oracle.score < 0.99:
+            yield family.reject(ctx, d.item, "reference does not pass its own rubric",
+                                f"score={oracle.score} {oracle.message}")
+            continue
+        if null.score is None or null.score > 0.05:
+            yield family.reject(ctx, d.item, "doing nothing passes the rubric", f"score={null.score}")
+            continue
+        yield _task(ctx, family, d, view_id, world_view)
+
+
+def _views(ctx: BuildContext, drafts: list[Draft]) -> dict[int, str | Rejection]:
+    """Build each repository's pack chain at every cutoff that needs it, then each draft's view."""
+    out: dict[int, str | Rejection] = {}
+    need: dict[str, list[dt.datetime]] = {}
+    for d in drafts:
+        for repo in d.repos:
+            need.setdefault(repo, []).append(d.cutoff)
+    chains: dict[str, RepoChain | Rejection] = {}
+    for repo, cutoffs in need.items():
+        info = ctx.repos.get(repo)
+        if info is None:
+            chains[repo] = Rejection(dataset=ctx.dataset, stage="candidates", family="", subject_id=repo,
+                                     reason="repository not in the world", detail=repo)
+            continue
+        chain = RepoChain(ctx.world_root / "chains" / info["slug"], repo)
+        try:
+            chain.build(Path(info["path"]), cutoffs)
+            chains[repo] = chain
+        except GitWorldError as exc:
+            chains[repo] = Rejection(dataset=ctx.dataset, stage="candidates", family="", subject_id=repo,
+                                     reason="repository could not be cut at the cutoffs", detail=str(exc)[:500])
+    for d in drafts:
+        if not d.repos:
+            out[id(d)] = ""
+            continue
+        bad = next((c for r in d.repos if isinstance(c := chains[r], Rejection)), None)
+        if bad is not None:
+            out[id(d)] = Rejection(**{**bad.model_dump(), "subject_id": d.item.thread_key})
+            continue
+        spec = {ctx.repos[r]["slug"]: (chains[r], chains[r].step(d.cutoff), head) for r, head in d.repos.items()}
+        vid, _ = make_view(ctx.world_root / "views", spec)
+        out[id(d)] = vid
+    return out
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.casefold())
+
+
+def hidden_fact_problems(view: WorldView | None, d: Draft) -> list[str]:
+    """Where the draft's hidden facts can be found: the prompt, or documents reachable at its cutoff."""
+    problems = []
+    prompt = d.prompt.casefold()
+    for token in dict.fromkeys(t for t in d.hidden_tokens if t):
+        t = token.casefold()
+        if re.search(rf"(?<!\w){re.escape(t)}", prompt):
+            problems.append(f"the prompt names {_show(token)}")
+        if view is not None:
+            hits = view.token_hits(token)
+            if hits:
+                problems.append(f"{hits[0]['cls']} {hits[0]['native_id'][:60]} names {_show(token)}")
+    pwords = _words(d.prompt)
+    pgrams = {tuple(pwords[i:i + NGRAM]) for i in range(max(0, len(pwords) - NGRAM + 1))}
+    for text in d.hidden_texts:
+        words = _words(text)
+        grams = [words[i:i + NGRAM] for i in range(max(0, len(words) - NGRAM + 1))]
+        step = max(1, len(grams) // MAX_SHINGLES)
+        for g in grams[::step][:MAX_SHINGLES]:
+            if tuple(g) in pgrams:
+                problems.append(f"the prompt repeats the hidden text ({' '.join(g[:4])} ...)")
+                break
+            hits = view.phrase_hits(g, limit=1) if view is not None else []
+            if hits:
+                problems.append(f"{hits[0]['cls']} {hits[0]['native_id'][:60]} repeats the hidden text "
+                                f"({' '.join(g[:4])} ...)")
+                break
+    return problems
+
+
+def _show(token: str) -> str:
+    return f"the hidden value {token[:12]!r}" if len(token) <= 64 else "a hidden value"
+
+
+def self_grade(view: WorldView | None, d: Draft):
+    """(oracle grade, null grade): the reference replayed through an in-process tool server; nothing."""
+    server = ToolServer(view, persona=d.persona, tools=set(d.tools) if d.tools is not None else None)
+    errors = []
+    for call in d.reference:
+        r = server.call(call.name(), call.arguments())
+        if r.error:
+            errors.append(r.text)
+    context = Context(view=view)
+    oracle = grade(d.rubric, server.actions, context)
+    if errors:
+        oracle.message = (oracle.message + f" reference calls refused: {errors[0][:200]}").strip()
+        oracle.score = 0.0 if oracle.score is not None else None
+    return oracle, grade(d.rubric, [], context)
+
+
+def _view_refs(folder: Path) -> dict[str, dict[str, str]]:
+    """repo -> {ref: sha} of a view (what a lab needs to rebuild it from the published bundle)."""
+    out = {}
+    for repo in sorted(p for p in folder.iterdir() if (p / "refs").is_file()):
+        out[repo.name] = {ref: sha for sha, ref in (line.split() for line in (repo / "refs").read_text().splitlines()
+                                                    if line.strip())}
+    return out
+
+
+def _task(ctx: BuildContext, family: Family, d: Draft, view_id: str, view: WorldView | None) -> Task:
+    world = {"cutoff": d.cutoff.isoformat(), "hidden": sorted(d.hidden_events),
+             "persona": d.persona.__dict__ if d.persona else None, "tools": d.tools,
+             "git": {"view": view_id, "repos": sorted(ctx.repos[r]["slug"] for r in d.repos),
+                     "heads": {ctx.repos[r]["slug"]: h for r, h in sorted(d.repos.items()) if h},
+                     "refs": _view_refs(ctx.world_root / "views" / view_id)} if view_id else None,
+             "world_key": ctx.world.key() if ctx.world else None, **d.meta.get("world", {})}
+    wh = content_hash("world", world)
+    reference = {"actions": [c.model_dump(mode="json", exclude_none=True) for c in d.reference],
+                 **{k: v for k, v in d.meta.items() if k != "world"}}
+    body = {"dataset": ctx.dataset, "family": family.name, "item": d.item.item_id, "prompt": d.prompt,
+            "world": wh, "reference": reference, "rubric": d.rubric.model_dump(mode="json")}
+    task_id = content_hash("task", body)[:32]
+    if d.item.item_id in ctx.splits:        # the clusters stage: no near-duplicate crosses the splits
+        split, mark = ctx.splits[d.item.item_id]
+    else:                                   # no clustering ran: a hash of the thread
+        test = int(content_hash("split", ctx.dataset, d.item.thread_key)[:8], 16) / 0xFFFFFFFF < ctx.config.test_share
+        split, mark = ("test", canary(ctx.dataset)) if test else ("train", "")
+    return Task(task_id=task_id, dataset=ctx.dataset, family=family.name, item_id=d.item.item_id, prompt=d.prompt,
+                cutoff=d.cutoff, world=world, world_hash=wh, reference=reference,
+                rubric=d.rubric.model_dump(mode="json"), lineage=d.item.lineage, split=split, canary=mark)

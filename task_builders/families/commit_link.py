@@ -1,59 +1,43 @@
-"""Commit link: an issue, and the repository as it stood some days after the fix -> the fixing SHA.
+"""Commit link: an issue, and the company some days after its fix -> the fixing commit's SHA.
 
 Invariants:
-- The world's repository is the dataset's anonymized history rewritten once more with every issue
-  key of the dataset (and URLs naming one) removed from commit messages, so the answer cannot be
-  found with grep; the reference is the fixing commit's SHA in that rewritten history.
-- The repository is cut at `last fix + link_days`: only the first-parent ancestor of HEAD dated at
-  or before the cutoff and what it reaches; `verify_cutoff` must find nothing after it.
-- The prompt and the other world files never contain the reference SHA.
+- The world's repositories are the dataset's anonymized histories without issue keys in commit messages
+  (task_builders.world), so the answer cannot be found with `git log --grep KEY`; the reference is the
+  fixing commit's SHA in that history.
+- The cutoff is `last fix + link_days`; the repository at the cutoff holds the fix (a draft whose fix is
+  not reachable then is rejected). Documents of the world that name the fixing commit by its SHA (a CI
+  bot's push notice, "fixed in 1a2b3c4") are withheld from the task's world, and their number recorded
+  (`withheld`); the hidden-facts check then proves the SHA (any 7-digit prefix) is nowhere else the agent
+  can read at the cutoff.
+- The answer must take work: a fix whose files are named after the issue key (`git log --name-only | grep
+  KEY` finds it), or whose subject repeats the issue summary (`git log --grep` on the summary finds it), is
+  rejected with that reason.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
-import shutil
 from collections.abc import Iterator
-from pathlib import Path
 
+from environments.actions import Answer
 from graders.rubric import CheckSpec, Rubric
-from task_builders import gitrewrite
-from task_builders.families import BuildContext, Family
-from task_builders.mining import KEY
-from task_builders.worlds import WorldError, cut_repository, git, verify_cutoff, write_json
-from warehouse.schemas import Rejection, Task
+from task_builders.families import BuildContext, Draft, Family, register_family
+from task_builders.world import strip_keys
+from warehouse.schemas import Rejection
 
-_URL_WITH_KEY = re.compile(r"https?://\S*?/(?:browse|issues?)/[A-Z][A-Z0-9_]*-\d+\S*")
+SUMMARY_OVERLAP = 0.6  # share of the summary's words in the fix subject that makes the answer a grep away
 
 
-def strip_keys(message: str, keys: set[str]) -> str:
-    """Remove issue keys (and URLs naming them) from a commit message, tidying what is left."""
-    message = _URL_WITH_KEY.sub("", message)
-    message = KEY.sub(lambda m: "" if m.group(1) in keys else m.group(0), message)
-    lines = []
-    for line in message.split("\n"):
-        line = re.sub(r"[\[({]\s*[\])}]", "", line)  # brackets the key stood in
-        line = re.sub(r"\b(?:fix(?:es|ed)?|close[sd]?|resolve[sd]?|refs?|see)\b[\s:#,]*(?:and[\s,]*)*$", "",
-                      line, flags=re.IGNORECASE)  # a trailing "Fixes" that only named keys
-        line = re.sub(r"^[\s:\-\u2013,]+", "", line)
-        line = re.sub(r"\s+(?:and|,)\s*$", "", line)
-        lines.append(re.sub(r"[ \t]{2,}", " ", line).rstrip())
-    return "\n".join(lines).strip() + "\n"
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.casefold()) if len(w) > 2}
 
 
+@register_family("commit_link")
 class CommitLink(Family):
-    name = "commit_link"
+    """An issue and the repository days after its fix -> the SHA of the commit that fixed it."""
 
-    def build(self, ctx: BuildContext) -> Iterator[Task | Rejection]:
-        if not ctx.repos and not any(e.kind == "commit" for e in ctx.events.values()):
-            for item in ctx.items:
-                if item.attrs.get("fix_shas"):
-                    yield self.reject(ctx, item, "no git repository in the dataset")
-            return
-        keys = {e.native_id for e in ctx.by_kind("issue_created")}
-        linkfree = {name: self._linkfree(ctx, name, info, keys) for name, info in ctx.repos.items()}
+    def build(self, ctx: BuildContext) -> Iterator[Draft | Rejection]:
         commits = {e.native_id: e for e in ctx.by_kind("commit")}
         issues = {e.native_id: e for e in ctx.by_kind("issue_created")}
         for item in ctx.items:
@@ -61,74 +45,57 @@ class CommitLink(Family):
             if not shas:
                 yield self.reject(ctx, item, "no commit names the issue")
                 continue
+            if not ctx.repos and not commits:
+                yield self.reject(ctx, item, "no git repository in the dataset")
+                continue
             repos = {commits[s].attrs.get("repo") for s in shas if s in commits}
             if len(repos) != 1:
                 yield self.reject(ctx, item, "fixing commits span several repositories", ",".join(map(str, repos)))
                 continue
-            if next(iter(repos)) not in linkfree:
-                yield self.reject(ctx, item, "repository could not be rewritten", f"{next(iter(repos))}: "
-                                  "see its git_unreadable row in the quarantine")
+            repo = next(iter(repos))
+            if repo not in ctx.repos:
+                yield self.reject(ctx, item, "repository could not be rewritten",
+                                  f"{repo}: see its git_unreadable row in the quarantine")
                 continue
-            try:
-                yield self._task(ctx, item, issues[item.thread_key], [commits[s] for s in shas],
-                                 linkfree[repos.pop()])
-            except (WorldError, KeyError) as exc:
-                yield self.reject(ctx, item, "world could not be built", f"{type(exc).__name__}: {exc}")
+            issue = issues.get(item.thread_key)
+            if issue is None:
+                yield self.reject(ctx, item, "issue not in the dataset")
+                continue
+            yield self._draft(ctx, item, issue, [commits[s] for s in shas], repo)
 
-    def _linkfree(self, ctx: BuildContext, name: str, info: dict, keys: set[str]) -> dict:
-        """The anonymized repository with every issue key stripped from messages (built once, cached)."""
-        dst = ctx.world_root / "repos" / f"{name}.linkfree.git"
-        map_file = dst.with_suffix(".shamap.json")
-        if not map_file.exists():
-            if dst.exists():
-                shutil.rmtree(dst)
-            result = gitrewrite.rewrite(Path(info["path"]), dst, identity=lambda n, e: (n, e),
-                                        message=lambda m: strip_keys(m, keys))
-            map_file.write_text(json.dumps(result.sha_map, sort_keys=True))
-        second = json.loads(map_file.read_text())
-        return {"path": dst, "sha_map": {raw: second[anon] for raw, anon in info["sha_map"].items() if anon in second}}
-
-    def _task(self, ctx, item, issue, fixes, repo) -> Task | Rejection:
+    def _draft(self, ctx: BuildContext, item, issue, fixes, repo) -> Draft | Rejection:
+        key = issue.native_id
+        sha_map = ctx.repos[repo]["sha_map"]
+        refs = [sha_map[c.native_id] for c in fixes if c.native_id in sha_map]
+        if len(refs) != len(fixes):
+            return self.reject(ctx, item, "fixing commit not in the rewritten history")
+        named = sorted({f["path"] for c in fixes for f in c.attrs.get("files") or []
+                        if key.casefold() in str(f.get("path", "")).casefold()})
+        if named:
+            return self.reject(ctx, item, "the fix's files are named after the issue key",
+                               f"git log --name-only finds it: {named[0][:120]}")
+        summary = _words(issue.title or "")
+        for c in fixes:
+            subject = _words(strip_keys(c.title or "", {key}))
+            if summary and len(summary & subject) / len(summary) >= SUMMARY_OVERLAP:
+                return self.reject(ctx, item, "the fix's subject repeats the issue summary",
+                                   f"{len(summary & subject)} of {len(summary)} summary words in the subject")
         last = max(fixes, key=lambda c: c.ts)
         cutoff = last.ts + dt.timedelta(days=ctx.config.link_days)
-        src = repo["path"]
-        head = git(src, "rev-list", "-n1", "--first-parent", f"--before={int(cutoff.timestamp())}", "HEAD").strip()
-        refs = [repo["sha_map"][c.native_id] for c in fixes if c.native_id in repo["sha_map"]]
-        if not head or len(refs) != len(fixes):
-            return self.reject(ctx, item, "fixing commit not in the rewritten history")
-        for sha in refs:
-            if subprocess_ok(src, "merge-base", "--is-ancestor", sha, head) is False:
-                return self.reject(ctx, item, "fix not reachable from the branch at the cutoff")
-        world = ctx.world_root / self.name / item.thread_key
-        if world.exists():
-            shutil.rmtree(world)
-        cut_repository(src, head, world / "repo")
-        problems = verify_cutoff(world / "repo", cutoff)
-        if problems:
-            return self.reject(ctx, item, "repository holds history from after the cutoff", "; ".join(problems))
-        if any(k in git(world / "repo", "log", "--format=%B", "main") for k in [issue.native_id]):
-            return self.reject(ctx, item, "issue key still in commit messages")
-        issue_doc = {"key": issue.native_id, "summary": issue.title, "description": issue.body or "",
-                     "reporter": issue.actor_name, "created": issue.ts.isoformat(),
-                     "type": (issue.attrs.get("issuetype") or {}).get("name")
-                     if isinstance(issue.attrs.get("issuetype"), dict) else issue.attrs.get("issuetype")}
-        write_json(world / "issue.json", issue_doc)
         prompt = (
-            f"Issue {issue.native_id}: {issue.title}\n\n{(issue.body or '').strip()[:4000]}\n\n"
-            "This issue was fixed by a commit in the git repository at /world/repo (its history as it stood "
-            f"{ctx.config.link_days:g} days after the fix; commit messages do not name issue keys). Find the "
-            "commit that fixed it and submit its SHA with: company answer --sha SHA"
+            f"Issue {key}: {issue.title}\n\n{(issue.body or '').strip()[:4000]}\n\n"
+            f"This issue was fixed by a commit in the git repository at ~/{ctx.repos[repo]['slug']} (its history "
+            "as it stood "
+            f"{ctx.config.link_days:g} days after the fix; commit messages do not name issue keys). The company's "
+            f"tools (`company jira show {key}`, `company mail search ...`, `company slack search ...`) show the "
+            "tracker, mail and chat as they were at that moment. Find the commit that fixed it and submit its "
+            "SHA with: company answer --sha SHA"
         )
-        leaked = [s for s in refs if s[:7] in prompt or s[:7] in json.dumps(issue_doc)]
-        if leaked:
-            return self.reject(ctx, item, "prompt or world names the fixing commit")
-        rubric = Rubric(checks=[CheckSpec(id="sha", check="sha_equals", weight=1, args={"expected": refs})])
-        reference = {"outbox": [{"action": "answer", "sha": refs[-1]}], "fix_shas": refs}
-        return self.finish(ctx, item, prompt=prompt, world_dir=world, cutoff=cutoff, reference=reference,
-                           rubric=rubric)
-
-
-def subprocess_ok(repo: Path, *args: str) -> bool:
-    import subprocess
-
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True).returncode == 0
+        view = ctx.view(cutoff)
+        naming = sorted({h["event_id"] for r in refs for h in (view.token_hits(r[:7], limit=500) if view else [])})
+        rubric = Rubric(checks=[CheckSpec(id="sha", check="sha_equals", weight=1,
+                                          criterion="the SHA of the commit that fixed the issue",
+                                          args={"expected": refs})])
+        return Draft(item=item, prompt=prompt, cutoff=cutoff, reference=[Answer(sha=refs[-1])], rubric=rubric,
+                     hidden_events=naming, hidden_tokens=[r[:7] for r in refs], repos={repo: None},
+                     needed_commits=refs, meta={"fix_shas": refs, "repo": repo, "withheld": len(naming)})

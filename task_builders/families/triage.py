@@ -1,25 +1,26 @@
-"""Ticket triage: a Jira issue as first filed -> the type, priority, components and assignee it held
-after triage, reconstructed from its changelog.
+"""Ticket triage: an issue as first filed -> the type, priority, components and assignee it held after
+triage, reconstructed from its changelog.
 
 Invariants:
 - The values "as filed" are the current values with every later changelog item undone; the values
   "after triage" are the filed values with the changes made within `triage_window_days` applied.
-- An issue with no triage change in its changelog is skipped with a reason, never guessed.
-- The world holds only what was known when the issue was filed: earlier issues of the project with
-  their fields as of that moment (changes after it are undone too).
+- An issue with no triage change in its changelog is skipped with a reason, never guessed; so is one whose
+  triage values are what it was filed with (nothing to decide).
+- The cutoff is the moment the issue was filed: the agent sees the whole company as it was then (the issue
+  as filed, earlier issues with their fields as of that moment, mail, chat, code) and nothing after.
+  The changes that triaged it are after the cutoff by construction, and withheld explicitly too.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import shutil
 from collections import defaultdict
 from collections.abc import Iterator
 
+from environments.actions import JiraUpdate
 from graders.rubric import CheckSpec, Rubric
-from task_builders.families import BuildContext, Family
-from task_builders.worlds import write_json
-from warehouse.schemas import Event, Rejection, Task
+from task_builders.families import BuildContext, Draft, Family, register_family
+from warehouse.schemas import Event, Rejection
 
 FIELDS = {"issuetype": "type", "type": "type", "priority": "priority", "component": "components",
           "components": "components", "assignee": "assignee"}
@@ -85,17 +86,15 @@ def triage_values(issue: Event, changes: list[Event], window: dt.timedelta) -> t
     return filed, after, n
 
 
+@register_family("ticket_triage")
 class TicketTriage(Family):
-    name = "ticket_triage"
+    """An issue as filed -> the type, priority, components and assignee the team gave it."""
 
-    def build(self, ctx: BuildContext) -> Iterator[Task | Rejection]:
+    def build(self, ctx: BuildContext) -> Iterator[Draft | Rejection]:
         issues = {e.native_id: e for e in ctx.by_kind("issue_created")}
         changes: dict[str, list[Event]] = defaultdict(list)
         for e in ctx.by_kind("field_changed"):
             changes[e.thread_key].append(e)
-        by_project: dict[str, list[Event]] = defaultdict(list)
-        for e in issues.values():
-            by_project[str(e.attrs.get("project"))].append(e)
         people = self._people(ctx)
         window = dt.timedelta(days=ctx.config.triage_window_days)
 
@@ -110,7 +109,10 @@ class TicketTriage(Family):
             if not after["type"] or not after["priority"]:
                 yield self.reject(ctx, item, "type or priority missing after triage")
                 continue
-            yield self._task(ctx, item, issue, filed, after, by_project, changes, people)
+            if all(filed[k] == after[k] for k in ("type", "priority", "components", "assignee")):
+                yield self.reject(ctx, item, "triage changed nothing the task grades")
+                continue
+            yield self._draft(ctx, item, issue, after, changes[issue.native_id], people)
 
     def _people(self, ctx: BuildContext) -> dict[str, dict]:
         """Pseudonymized people by display name, with the aliases a grader should accept."""
@@ -122,56 +124,36 @@ class TicketTriage(Family):
                     out.setdefault(p["display_name"], {"aliases": set()})["aliases"].update(a for a in aliases if a)
         return out
 
-    def _task(self, ctx, item, issue, filed, after, by_project, changes, people) -> Task | Rejection:
-        cutoff = issue.ts
-        world = ctx.world_root / self.name / item.thread_key
-        if world.exists():
-            shutil.rmtree(world)
-        project = str(issue.attrs.get("project"))
-        earlier = sorted((e for e in by_project[project] if e.ts < cutoff), key=lambda e: (e.ts, e.native_id))
-        earlier = earlier[-ctx.config.history_limit:] if ctx.config.history_limit else []
-        history = []
-        for e in earlier:
-            st = state_at(e, changes[e.native_id], cutoff)
-            history.append({"key": e.native_id, "summary": e.title, "created": e.ts.isoformat(), **st})
-        known_people = sorted({h["assignee"] for h in history if h["assignee"]} | {a for a in [after["assignee"]] if a})
-        as_filed = {"key": issue.native_id, "project": project, "summary": issue.title,
-                    "description": issue.body or "", "reporter": issue.actor_name,
-                    "created": issue.ts.isoformat(), "type": filed["type"], "priority": filed["priority"],
-                    "components": filed["components"], "assignee": filed["assignee"]}
-        write_json(world / "issue.json", as_filed)
-        write_json(world / "history.json", history)
-        write_json(world / "project.json", {
-            "project": project,
-            "types": sorted({h["type"] for h in history if h["type"]} | {after["type"]}),
-            "priorities": sorted({h["priority"] for h in history if h["priority"]} | {after["priority"]}),
-            "components": sorted({c for h in history for c in h["components"]} | set(after["components"])),
-            "people": known_people,
-        })
+    def _draft(self, ctx, item, issue, after, changes, people) -> Draft:
+        key, project = issue.native_id, str(issue.attrs.get("project"))
         prompt = (
-            f"You are triaging issue {issue.native_id} in project {project}, just filed by "
-            f"{issue.actor_name or 'a user'}.\n\nSummary: {issue.title}\n\n{(issue.body or '').strip()[:4000]}\n\n"
-            "Set its type, priority, components and assignee the way this team would. Earlier issues of the "
-            "project with their triage are in /world/history.json; the allowed values are in "
-            "/world/project.json; `company jira show` prints the issue.\n"
-            "Submit with: company jira update --type TYPE --priority PRIORITY "
-            "[--component NAME ...] [--assignee 'Full Name']"
+            f"You are triaging issue {key} in project {project}, just filed by {issue.actor_name or 'a user'}.\n\n"
+            f"Summary: {issue.title}\n\n{(issue.body or '').strip()[:4000]}\n\n"
+            "Set its type, priority, components and assignee the way this team would. The company's tools show "
+            f"the tracker, mail and chat as they were at this moment: `company jira show {key}`, `company jira "
+            f"project {project}` (the values the project uses), `company jira search WORDS` (earlier issues and "
+            "how they were triaged).\n"
+            f"Submit with: company jira update {key} --type TYPE --priority PRIORITY [--component NAME ...] "
+            "[--assignee 'Full Name']"
         )
         fields = {"type": after["type"], "priority": after["priority"]}
-        checks = [CheckSpec(id="type", check="field_equals", weight=1,
-                            args={"field": "type", "expected": after["type"]}),
-                  CheckSpec(id="priority", check="field_equals", weight=1,
-                            args={"field": "priority", "expected": after["priority"]})]
+        checks = [CheckSpec(id="type", check="field_equals", weight=1, criterion="the issue type the team chose",
+                            args={"key": key, "field": "type", "expected": after["type"]}),
+                  CheckSpec(id="priority", check="field_equals", weight=1, criterion="the priority the team chose",
+                            args={"key": key, "field": "priority", "expected": after["priority"]})]
         if after["components"]:
             fields["components"] = after["components"]
             checks.append(CheckSpec(id="components", check="set_overlap", weight=1,
-                                    args={"field": "components", "expected": after["components"]}))
+                                    criterion="the components the team chose (F1)",
+                                    args={"key": key, "field": "components", "expected": after["components"]}))
         if after["assignee"]:
             fields["assignee"] = after["assignee"]
             aliases = sorted(people.get(after["assignee"], {}).get("aliases", set()))
             checks.append(CheckSpec(id="assignee", check="field_equals", weight=1,
-                                    args={"field": "assignee", "expected": after["assignee"], "aliases": aliases}))
-        reference = {"outbox": [{"action": "jira.update", "fields": fields}], "filed": {
-            k: as_filed[k] for k in ("type", "priority", "components", "assignee")}}
-        return self.finish(ctx, item, prompt=prompt, world_dir=world, cutoff=cutoff, reference=reference,
-                           rubric=Rubric(checks=checks))
+                                    criterion="the person the issue was assigned to",
+                                    args={"key": key, "field": "assignee", "expected": after["assignee"],
+                                          "aliases": aliases}))
+        return Draft(item=item, prompt=prompt, cutoff=issue.ts, reference=[JiraUpdate(key=key, **fields)],
+                     rubric=Rubric(checks=checks),
+                     hidden_events=[c.event_id for c in changes if c.ts > issue.ts],
+                     meta={"after_triage": {**fields}})

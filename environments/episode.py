@@ -1,0 +1,126 @@
+"""An episode: one run of an agent (or a replayed reference) in one task's world.
+
+It starts the task's tool server on the host (the world at the task's cutoff, without its hidden events, the
+persona the agent acts as), serves it on a Unix socket in a fresh folder, opens a sandbox session that sees
+that folder at /run/company and the task's git view at /world/git (both read-only), and makes the agent's
+repositories in its home from the view. Closing it ends the session and the server; the action log stays
+readable on the episode (`actions`) for the grader, which the agent never reaches.
+
+Invariants:
+- The world is read through `environments.world` at the task's cutoff; nothing is copied per episode
+  but the agent's own work tree (`git checkout` into its home, objects borrowed from the view).
+- A failure to set the episode up is infrastructure (`SandboxError`), never the agent's score.
+- The socket folder is owned by this process and swept (like sandbox temp roots) when its owner is gone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shlex
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from environments.docker_cli import SandboxError
+from environments.gitworld import SETUP_SCRIPT
+from environments.sandbox import ExecResult, Mount, Sandbox, Session, owner_tag
+from environments.tools import CONTAINER_SOCKET, Persona, ToolServer, ToolSocket
+from environments.world import World
+
+GIT_TARGET = "/world/git"
+
+
+@dataclass(frozen=True)
+class TaskWorld:
+    """What a task says about its world (the `world` column of a task), parsed."""
+
+    cutoff: dt.datetime
+    hidden: tuple[str, ...] = ()
+    persona: Persona | None = None
+    tools: tuple[str, ...] | None = None
+    view: str | None = None          # the git view's id under <worlds>/views
+    repos: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, world: dict) -> TaskWorld:
+        p = world.get("persona")
+        return cls(cutoff=dt.datetime.fromisoformat(world["cutoff"]), hidden=tuple(world.get("hidden") or ()),
+                   persona=Persona(**p) if p else None,
+                   tools=tuple(world["tools"]) if world.get("tools") is not None else None,
+                   view=(world.get("git") or {}).get("view"), repos=tuple((world.get("git") or {}).get("repos") or ()),
+                   extra={k: v for k, v in world.items() if k not in ("cutoff", "hidden", "persona", "tools", "git")})
+
+
+def socket_root() -> Path:
+    """Short paths for sockets (AF_UNIX allows ~100 bytes): the system temp folder."""
+    return Path(tempfile.gettempdir())
+
+
+class Episode:
+    """Use as a context manager; `exec` runs commands as the agent, `actions` is the log."""
+
+    def __init__(self, worlds_dir: Path, world: dict | TaskWorld, sandbox: Sandbox, *, deadline_s: float = 900,
+                 image: str | None = None):
+        self.worlds_dir = Path(worlds_dir)
+        self.world = world if isinstance(world, TaskWorld) else TaskWorld.of(world)
+        self.sandbox, self.deadline_s, self.image = sandbox, deadline_s, image
+        self.session: Session | None = None
+        self.tools: ToolServer | None = None
+        self._socket: ToolSocket | None = None
+        self._rundir: Path | None = None
+
+    def __enter__(self) -> Episode:
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _start(self) -> None:
+        wf = self.worlds_dir / "world.sqlite"
+        view = World(wf).at(self.world.cutoff, self.world.hidden) if wf.exists() else None
+        self.tools = ToolServer(view, persona=self.world.persona, repos=self.world.repos,
+                                tools=set(self.world.tools) if self.world.tools is not None else None)
+        self._rundir = Path(tempfile.mkdtemp(prefix="taskmine-tools-", dir=socket_root()))
+        (self._rundir / "owner").write_text(owner_tag() + "\n")
+        self._socket = ToolSocket(self.tools, self._rundir / "s").start()
+        mounts = [Mount(self._socket.folder, "/run/company")]
+        if self.world.view:
+            folder = self.worlds_dir / "views" / self.world.view
+            if not folder.is_dir():
+                raise SandboxError(f"the task's git view {folder} is missing; re-run the tasks stage")
+            mounts.append(Mount(folder, GIT_TARGET))
+        local = self.sandbox.kind == "local"
+        env = {"TASKMINE_TOOLS": str(self._socket.path) if local else CONTAINER_SOCKET}
+        self.session = self.sandbox.session(None, deadline_s=self.deadline_s, image=self.image, mounts=tuple(mounts),
+                                            env=env)
+        self.tools.session = self.session
+        if self.world.view:
+            home = "$HOME"
+            cmd = f"sh -c {shlex.quote(SETUP_SCRIPT)} setup {shlex.quote(self.session.path_of(GIT_TARGET))} {home}"
+            r = self.session.exec(cmd, timeout_s=300, kill_others=False)
+            if r.exit_code != 0:
+                raise SandboxError(f"could not make the task's repositories: {r.status_line()}: {r.stderr.strip()[-300:]}")
+
+    def exec(self, command: str, *, timeout_s: float = 120, env: dict | None = None) -> ExecResult:
+        assert self.session is not None, "use the episode as a context manager"
+        return self.session.exec(command, timeout_s=timeout_s, env=env)
+
+    @property
+    def actions(self):
+        return self.tools.actions if self.tools else []
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+        if self._socket is not None:
+            self._socket.close()
+        if self._rundir is not None:
+            shutil.rmtree(self._rundir, ignore_errors=True)
+
+    def __exit__(self, *exc) -> None:
+        self.close()

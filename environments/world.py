@@ -1,0 +1,544 @@
+"""The company as it stood at a moment: one world file per dataset, and a view of it at any cutoff.
+
+A dataset's world is built once from its anonymized events (`worlds/<dataset>/world.sqlite`): every issue,
+comment, field change, e-mail and chat message, with a BM25 full-text index (SQLite FTS5, part of Python's
+sqlite3; DuckDB's fts extension would download itself on first use). A task never gets a copy of it: it gets
+a cutoff T and the events it hides, and every read goes through `WorldView(world, T, hidden)`.
+
+Invariants:
+- Only anonymized events are read (the world is built from `anonymized_events`), and commit SHAs named in
+  text are translated to the SHAs of the world's rewritten repositories, so the text and the git history of
+  one world agree.
+- A view returns nothing dated after its cutoff, by any method: searches, issue pages, threads, channel
+  histories, and the texts the hidden-facts check reads. Hidden events are never returned either.
+- An issue is shown as it stood at the cutoff: every changelog item after it is undone (the value it had
+  before), fields that an export records only as of the day it was made (counts, `updated`) are never
+  shown, and fields set when an issue is resolved (status, resolution, resolution and close dates, fix
+  versions) are shown only when the issue was resolved by the cutoff or the changelog says what they were.
+  These are field semantics of issue trackers (named once, below), not branches on a source.
+- Every result is bounded (rows and characters), so no call returns an unbounded amount of text.
+- Rebuilt only when its inputs change (a content key over the events file and the SHA map).
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+import json
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from warehouse.ids import content_hash
+from warehouse.schemas import Event
+
+WORLD_VERSION = 1
+UTC = dt.UTC
+
+# What each event kind is in the world. A new connector whose events use these kinds is served as is.
+ISSUE_KINDS = {"issue_created", "pr_created"}
+COMMENT_KINDS = {"comment"}
+CHANGE_KINDS = {"field_changed"}
+MAIL_KINDS = {"email"}
+CHAT_KINDS = {"message", "bot_message", "channel_join", "channel_leave", "channel_topic", "channel_purpose",
+              "file_share", "thread_broadcast"}
+
+# Issue-tracker field semantics (Jira REST v2 and GitHub REST attribute names, as the extractors store them).
+EXPORT_TIME_FIELDS = {"updated", "updated_at", "comment_total", "changelog_total", "comments", "reactions",
+                      "subtasks"}
+RESOLUTION_FIELDS = {"status", "resolution", "resolutiondate", "resolved_at", "resolution_evidence", "closed_at",
+                     "closed_by", "state", "state_reason", "merged_at", "merged_by", "merge_commit_sha",
+                     "fixVersions"}
+INTERNAL_FIELDS = {"people", "id", "key", "encoding_error", "html_url", "bot", "resolved_at", "resolution_evidence"}
+MULTI_FIELDS = {"components", "fixVersions", "versions", "labels"}
+# changelog item field names (case- and space-insensitive) -> the attribute they change
+CHANGELOG_FIELDS = {"issuetype": "issuetype", "type": "issuetype", "priority": "priority", "status": "status",
+                    "resolution": "resolution", "component": "components", "components": "components",
+                    "fixversion": "fixVersions", "fixversions": "fixVersions", "version": "versions",
+                    "versions": "versions", "affectsversion": "versions", "labels": "labels",
+                    "assignee": "assignee", "reporter": "reporter", "summary": "summary",
+                    "description": "description", "priorityid": "priority"}
+
+MAX_RESULTS = 50
+MAX_BODY = 20_000
+MAX_SNIPPET = 300
+_HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+SCHEMA = """
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE docs(
+    id INTEGER PRIMARY KEY, event_id TEXT UNIQUE, cls TEXT, kind TEXT, source TEXT, native_id TEXT,
+    thread TEXT, parent TEXT, ts REAL, author TEXT, author_handle TEXT, place TEXT,
+    title TEXT, body TEXT, meta TEXT);
+CREATE INDEX docs_thread ON docs(thread, ts);
+CREATE INDEX docs_cls_ts ON docs(cls, ts);
+CREATE INDEX docs_native ON docs(native_id);
+CREATE INDEX docs_place ON docs(cls, place, ts);
+CREATE VIRTUAL TABLE fts USING fts5(title, body, content='docs', content_rowid='id',
+                                    tokenize='unicode61 remove_diacritics 2');
+"""
+
+
+def _cls(kind: str) -> str | None:
+    for cls, kinds in (("issue", ISSUE_KINDS), ("comment", COMMENT_KINDS), ("change", CHANGE_KINDS),
+                       ("mail", MAIL_KINDS), ("chat", CHAT_KINDS)):
+        if kind in kinds:
+            return cls
+    return None
+
+
+def _epoch(ts: dt.datetime) -> float:
+    return ts.astimezone(UTC).timestamp()
+
+
+def _iso(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, UTC).isoformat()
+
+
+class ShaTranslator:
+    """Commit SHAs (full, or an unambiguous prefix of at least 7) named in text -> the same-length prefix of
+    the commit's SHA in the world's rewritten history."""
+
+    def __init__(self, sha_map: dict[str, str]):
+        self.raw = sorted(sha_map)
+        self.map = sha_map
+
+    def __call__(self, text: str | None) -> str | None:
+        if not text or not self.raw:
+            return text
+        return _HEX.sub(self._one, text)
+
+    def _one(self, m: re.Match) -> str:
+        token = m.group(0)
+        i = bisect.bisect_left(self.raw, token)
+        hits = []
+        while i < len(self.raw) and self.raw[i].startswith(token) and len(hits) < 2:
+            hits.append(self.raw[i])
+            i += 1
+        return self.map[hits[0]][:len(token)] if len(hits) == 1 else token
+
+
+def world_key(events_file: Path, sha_map: dict[str, str]) -> str:
+    """The content key of a world: the events file's bytes and the SHA map (and this module's version)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    if events_file.exists():
+        with open(events_file, "rb") as f:
+            while block := f.read(1 << 20):
+                h.update(block)
+    return content_hash("world", WORLD_VERSION, h.hexdigest(), sorted(sha_map.items()))
+
+
+def build_world(events: Iterable[Event], dest: Path, key: str, sha_map: dict[str, str] | None = None) -> Path:
+    """Write the world file for `events` (anonymized) at `dest`, atomically; reused when `key` matches."""
+    if dest.exists():
+        try:
+            with sqlite3.connect(f"file:{dest}?mode=ro", uri=True) as con:
+                row = con.execute("SELECT value FROM meta WHERE key='key'").fetchone()
+            if row and row[0] == key:
+                return dest
+        except sqlite3.Error:
+            pass
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(".tmp")
+    tmp.unlink(missing_ok=True)
+    translate = ShaTranslator(sha_map or {})
+    con = sqlite3.connect(tmp)
+    try:
+        con.executescript(SCHEMA)
+        rows = []
+        for e in events:
+            cls = _cls(e.kind)
+            if cls is None:
+                continue
+            rows.append(_doc_row(e, cls, translate))
+            if len(rows) >= 5000:
+                _insert(con, rows)
+                rows = []
+        _insert(con, rows)
+        con.execute("INSERT INTO fts(fts) VALUES ('rebuild')")
+        con.execute("INSERT INTO meta VALUES ('key', ?)", (key,))
+        con.execute("INSERT INTO meta VALUES ('version', ?)", (str(WORLD_VERSION),))
+        con.commit()
+        con.execute("VACUUM")
+    finally:
+        con.close()
+    tmp.replace(dest)
+    return dest
+
+
+DOC_COLUMNS = ("event_id", "cls", "kind", "source", "native_id", "thread", "parent", "ts", "author", "author_handle",
+               "place", "title", "body", "meta")
+
+
+def export_documents(world: Path, out: Path) -> int:
+    """Every document of a world file as JSON lines (the published form of a world); returns the count."""
+    n = 0
+    with sqlite3.connect(f"file:{world}?mode=ro", uri=True) as con, open(out, "w", encoding="utf-8") as f:
+        for row in con.execute(f"SELECT {', '.join(DOC_COLUMNS)} FROM docs ORDER BY id"):
+            f.write(json.dumps(dict(zip(DOC_COLUMNS, row)), ensure_ascii=False, sort_keys=True) + "\n")
+            n += 1
+    return n
+
+
+def import_documents(documents: Path, dest: Path) -> Path:
+    """A world file (with its full-text index) from published JSON lines; reused when already built."""
+    import hashlib
+
+    key = hashlib.sha256(documents.read_bytes()).hexdigest()
+    if dest.exists():
+        try:
+            with sqlite3.connect(f"file:{dest}?mode=ro", uri=True) as con:
+                if (con.execute("SELECT value FROM meta WHERE key='key'").fetchone() or [""])[0] == key:
+                    return dest
+        except sqlite3.Error:
+            pass
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(".tmp")
+    tmp.unlink(missing_ok=True)
+    con = sqlite3.connect(tmp)
+    try:
+        con.executescript(SCHEMA)
+        with open(documents, encoding="utf-8") as f:
+            batch = []
+            for line in f:
+                d = json.loads(line)
+                batch.append(tuple(d.get(c) for c in DOC_COLUMNS))
+                if len(batch) >= 5000:
+                    _insert(con, batch)
+                    batch = []
+            _insert(con, batch)
+        con.execute("INSERT INTO fts(fts) VALUES ('rebuild')")
+        con.execute("INSERT INTO meta VALUES ('key', ?)", (key,))
+        con.commit()
+    finally:
+        con.close()
+    tmp.replace(dest)
+    return dest
+
+
+def _insert(con: sqlite3.Connection, rows: list[tuple]) -> None:
+    con.executemany("INSERT OR IGNORE INTO docs(event_id, cls, kind, source, native_id, thread, parent, ts, "
+                    "author, author_handle, place, title, body, meta) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+
+
+def _doc_row(e: Event, cls: str, translate: ShaTranslator) -> tuple:
+    a = e.attrs
+    if cls == "issue":
+        place = a.get("project") or a.get("repo") or (e.native_id.split("-")[0] if "-" in e.native_id else "")
+        meta = {k: v for k, v in a.items() if k not in INTERNAL_FIELDS}
+    elif cls in ("comment", "change"):
+        place = ""
+        meta = {k: a.get(k) for k in ("field", "fromString", "toString", "from", "to", "event") if k in a}
+    elif cls == "mail":
+        people = [p for p in a.get("people") or [] if isinstance(p, dict)]
+        meta = {"message_id": e.native_id, "in_reply_to": a.get("in_reply_to"), "list_id": a.get("list_id"),
+                **{role: [_addr(p) for p in people if p.get("role") == role] for role in ("from", "to", "cc")}}
+        place = a.get("list_id") or ""
+    else:
+        place = a.get("channel_name") or a.get("channel_id") or ""
+        meta = {"channel": place, "ts": a.get("ts"), "thread_ts": a.get("thread_ts"), "subtype": a.get("subtype"),
+                "bot": a.get("bot")}
+    return (e.event_id, cls, e.kind, e.source, e.native_id, e.thread_key, e.parent_id, _epoch(e.ts),
+            e.actor_name, e.actor, place, translate(e.title), translate((e.body or "")[:200_000]),
+            json.dumps(meta, ensure_ascii=False, sort_keys=True, default=str))
+
+
+def _addr(p: dict) -> str:
+    name, email = p.get("display_name") or "", p.get("email") or ""
+    return f"{name} <{email}>" if name and email else (email or name)
+
+
+def fts_query(text: str) -> str | None:
+    """A free-text query as an FTS5 expression: quoted phrases stay phrases, other words are OR-ed (BM25
+    ranks documents that hold more of them first); None when the text has no word."""
+    phrases = re.findall(r'"([^"]+)"', text)
+    rest = re.sub(r'"[^"]*"', " ", text)
+    parts = [" ".join(_WORD.findall(p)) for p in phrases] + _WORD.findall(rest)
+    parts = [p for p in parts if p]
+    if not parts:
+        return None
+    return " OR ".join(f'"{p}"' for p in dict.fromkeys(parts))[:2000]
+
+
+class World:
+    """One dataset's world file, opened read-only; thread-safe (one connection per thread)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        if not self.path.exists():
+            raise FileNotFoundError(f"{self.path}: no world file; run the tasks stage first")
+        self._local = threading.local()
+
+    @property
+    def con(self) -> sqlite3.Connection:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            con.row_factory = sqlite3.Row
+            self._local.con = con
+        return con
+
+    def key(self) -> str:
+        row = self.con.execute("SELECT value FROM meta WHERE key='key'").fetchone()
+        return row[0] if row else ""
+
+    def at(self, cutoff: dt.datetime, hidden: Iterable[str] = ()) -> WorldView:
+        return WorldView(self, cutoff, hidden)
+
+
+class WorldView:
+    """The world at `cutoff`, without the events in `hidden` (see the module docstring)."""
+
+    def __init__(self, world: World, cutoff: dt.datetime, hidden: Iterable[str] = ()):
+        self.world = world
+        self.cutoff = cutoff
+        self.t = _epoch(cutoff)
+        self.hidden = frozenset(hidden)
+
+    # -- low level ------------------------------------------------------------------------------------
+    def _rows(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
+        return [r for r in self.world.con.execute(sql, args).fetchall() if r["event_id"] not in self.hidden]
+
+    def search(self, query: str, classes: tuple[str, ...], limit: int = 10, place: str | None = None) -> list[dict]:
+        """BM25-ranked documents of the given classes, dated at or before the cutoff."""
+        q = fts_query(query)
+        if q is None:
+            return []
+        limit = max(1, min(int(limit), MAX_RESULTS))
+        marks = ",".join("?" * len(classes))
+        sql = (f"SELECT d.*, bm25(fts, 2.0, 1.0) AS score, snippet(fts, 1, '[', ']', ' ... ', 24) AS snip "
+               f"FROM fts JOIN docs d ON d.id = fts.rowid WHERE fts MATCH ? AND d.ts <= ? AND d.cls IN ({marks})")
+        args: list[Any] = [q, self.t, *classes]
+        if place:
+            sql += " AND d.place = ?"
+            args.append(place)
+        sql += " ORDER BY score LIMIT ?"
+        args.append(limit + len(self.hidden))
+        return [dict(r) for r in self._rows(sql, tuple(args))][:limit]
+
+    def phrase_hits(self, words: list[str], limit: int = 5) -> list[dict]:
+        """Documents reachable at the cutoff that hold `words` as a phrase (for the hidden-facts check)."""
+        phrase = " ".join(w for w in words if _WORD.fullmatch(w))
+        if not phrase:
+            return []
+        rows = self._rows("SELECT d.event_id, d.native_id, d.cls FROM fts JOIN docs d ON d.id = fts.rowid "
+                          "WHERE fts MATCH ? AND d.ts <= ? LIMIT ?", (f'"{phrase}"', self.t, limit + len(self.hidden)))
+        return [dict(r) for r in rows][:limit]
+
+    def token_hits(self, token: str, limit: int = 3) -> list[dict]:
+        """Documents reachable at the cutoff that hold `token` (case-insensitive; as a prefix of a longer word,
+        so a SHA prefix finds the full SHA)."""
+        words = _WORD.findall(token)
+        if not words:
+            return []
+        q = '"' + " ".join(words) + '"' + ("*" if len(words) == 1 else "")
+        rows = self._rows("SELECT d.event_id, d.native_id, d.cls, d.title, d.body FROM fts JOIN docs d "
+                          "ON d.id = fts.rowid WHERE fts MATCH ? AND d.ts <= ? LIMIT ?", (q, self.t, 200))
+        needle = token.casefold()
+        out = [{"event_id": r["event_id"], "native_id": r["native_id"], "cls": r["cls"]} for r in rows
+               if needle in f"{r['title'] or ''}\n{r['body'] or ''}".casefold()]
+        return out[:limit]
+
+    def texts(self) -> Iterator[tuple[str, str]]:
+        """(native id, title + body) of every document reachable at the cutoff."""
+        for r in self.world.con.execute("SELECT event_id, native_id, title, body FROM docs WHERE ts <= ?", (self.t,)):
+            if r["event_id"] not in self.hidden:
+                yield r["native_id"], f"{r['title'] or ''}\n{r['body'] or ''}"
+
+    # -- issues ---------------------------------------------------------------------------------------
+    def issue_search(self, query: str, limit: int = 10, project: str | None = None) -> list[dict]:
+        """Issues matching `query` in their text or their comments up to the cutoff, best first, one row each."""
+        hits = self.search(query, ("issue", "comment"), limit=MAX_RESULTS)
+        out: dict[str, dict] = {}
+        for h in hits:
+            key = h["thread"] if h["cls"] == "comment" else h["native_id"]
+            if key in out or not key:
+                continue
+            issue = self.issue(key)
+            if issue is None or (project and issue["project"] != project):
+                continue
+            out[key] = {"key": key, "summary": issue["summary"], "status": issue["fields"].get("status"),
+                        "created": issue["created"], "match": (h["snip"] or "")[:MAX_SNIPPET]}
+            if len(out) >= limit:
+                break
+        return list(out.values())
+
+    def issue(self, key: str) -> dict | None:
+        """An issue as it stood at the cutoff: fields, description, comments and history up to then."""
+        rows = self._rows("SELECT * FROM docs WHERE native_id = ? AND cls = 'issue' AND ts <= ?", (key, self.t))
+        if not rows:
+            return None
+        head = rows[0]
+        thread = self._rows("SELECT * FROM docs WHERE thread = ? AND cls IN ('comment', 'change') ORDER BY ts, id",
+                            (head["thread"] or key,))
+        fields = json.loads(head["meta"])
+        changes = [r for r in thread if r["cls"] == "change"]
+        state = issue_state(fields, [(r["ts"], json.loads(r["meta"])) for r in changes], self.t,
+                            title=head["title"], body=head["body"])
+        comments = [{"id": r["native_id"], "author": r["author"], "created": _iso(r["ts"]),
+                     "body": (r["body"] or "")[:MAX_BODY]} for r in thread if r["cls"] == "comment" and r["ts"] <= self.t]
+        history = [{"at": _iso(r["ts"]), "by": r["author"], **{k: v for k, v in json.loads(r["meta"]).items()
+                                                               if k in ("field", "fromString", "toString", "event")}}
+                   for r in changes if r["ts"] <= self.t]
+        return {"key": key, "project": head["place"], "summary": state.pop("summary"),
+                "description": (state.pop("description") or "")[:MAX_BODY], "reporter": head["author"],
+                "created": _iso(head["ts"]), "fields": state, "comments": comments[-MAX_RESULTS:],
+                "history": history[-MAX_RESULTS:]}
+
+    def project(self, project: str) -> dict:
+        """The values a project's issues used up to the cutoff (types, priorities, components, people), from
+        each issue's fields as they stood then: what a triager knows of the project."""
+        rows = self._rows("SELECT event_id, native_id FROM docs WHERE cls = 'issue' AND place = ? AND ts <= ? "
+                          "ORDER BY ts DESC LIMIT 2000", (project, self.t))
+        seen: dict[str, set] = {"types": set(), "priorities": set(), "components": set(), "assignees": set()}
+        for r in rows:
+            issue = self.issue(r["native_id"])
+            if issue is None:
+                continue
+            f = issue["fields"]
+            for name, attr in (("types", "issuetype"), ("priorities", "priority"), ("assignees", "assignee")):
+                if isinstance(f.get(attr), str):
+                    seen[name].add(f[attr])
+            seen["components"].update(c for c in f.get("components") or [] if isinstance(c, str))
+        return {"project": project, "issues": len(rows), **{k: sorted(v) for k, v in seen.items()}}
+
+    def projects(self) -> list[str]:
+        return [r["place"] for r in self._rows("SELECT '' AS event_id, place FROM docs WHERE cls = 'issue' AND ts <= ? "
+                                               "GROUP BY place ORDER BY place", (self.t,)) if r["place"]]
+
+    def issue_keys(self) -> list[str]:
+        return [r["native_id"] for r in self._rows(
+            "SELECT event_id, native_id FROM docs WHERE cls = 'issue' AND ts <= ? ORDER BY ts", (self.t,))]
+
+    # -- mail -----------------------------------------------------------------------------------------
+    def mail_search(self, query: str, limit: int = 10) -> list[dict]:
+        return [{"message_id": h["native_id"], "subject": h["title"], "from": h["author"], "date": _iso(h["ts"]),
+                 "match": (h["snip"] or "")[:MAX_SNIPPET]} for h in self.search(query, ("mail",), limit)]
+
+    def mail(self, message_id: str) -> dict | None:
+        """One message up to the cutoff, with the other messages of its thread (up to the cutoff)."""
+        mid = message_id.strip().strip("<>")
+        rows = self._rows("SELECT * FROM docs WHERE native_id = ? AND cls = 'mail' AND ts <= ?", (mid, self.t))
+        if not rows:
+            return None
+        r = rows[0]
+        meta = json.loads(r["meta"])
+        thread = self._rows("SELECT event_id, native_id, title, author, ts FROM docs WHERE thread = ? AND cls = 'mail' "
+                            "AND ts <= ? ORDER BY ts, id", (r["thread"], self.t))
+        return {"message_id": mid, "subject": r["title"], "from": (meta.get("from") or [r["author"]])[0],
+                "to": meta.get("to") or [], "cc": meta.get("cc") or [], "date": _iso(r["ts"]),
+                "in_reply_to": meta.get("in_reply_to"), "list": meta.get("list_id"), "thread": r["thread"],
+                "body": (r["body"] or "")[:MAX_BODY],
+                "thread_messages": [{"message_id": t["native_id"], "subject": t["title"], "from": t["author"],
+                                     "date": _iso(t["ts"])} for t in thread][-MAX_RESULTS:]}
+
+    # -- chat -----------------------------------------------------------------------------------------
+    def chat_search(self, query: str, limit: int = 10, channel: str | None = None) -> list[dict]:
+        return [{"channel": h["place"], "ts": json.loads(h["meta"]).get("ts"), "author": h["author"],
+                 "date": _iso(h["ts"]), "thread_ts": json.loads(h["meta"]).get("thread_ts"),
+                 "match": (h["snip"] or "")[:MAX_SNIPPET]} for h in self.search(query, ("chat",), limit, channel)]
+
+    def channels(self) -> list[dict]:
+        rows = self._rows("SELECT event_id, place, COUNT(*) AS n, MAX(ts) AS last FROM docs WHERE cls = 'chat' "
+                          "AND ts <= ? GROUP BY place ORDER BY place", (self.t,))
+        return [{"channel": r["place"], "messages": r["n"], "last": _iso(r["last"])} for r in rows]
+
+    def chat_history(self, channel: str, thread_ts: str | None = None, limit: int = 50,
+                     before: str | None = None) -> list[dict]:
+        """The last `limit` messages of a channel (top level and thread roots) or of one thread, up to the
+        cutoff (and before `before`, a message ts, when given), oldest first."""
+        limit = max(1, min(int(limit), MAX_RESULTS * 4))
+        sql = "SELECT * FROM docs WHERE cls = 'chat' AND place = ? AND ts <= ?"
+        rows = self._rows(sql + " ORDER BY ts DESC, id DESC", (channel.lstrip("#"), self.t))
+        out = []
+        for r in rows:
+            m = json.loads(r["meta"])
+            if thread_ts:
+                if m.get("thread_ts") != thread_ts and m.get("ts") != thread_ts:
+                    continue
+            elif m.get("thread_ts") and m.get("thread_ts") != m.get("ts"):
+                continue  # a reply: shown in its thread
+            if before and m.get("ts") and float(m["ts"]) >= float(before):
+                continue
+            out.append({"ts": m.get("ts"), "thread_ts": m.get("thread_ts"), "author": r["author"],
+                        "date": _iso(r["ts"]), "subtype": m.get("subtype"), "text": (r["body"] or "")[:MAX_BODY],
+                        "replies": self._reply_count(channel, m.get("ts")) if not thread_ts else None})
+            if len(out) >= limit:
+                break
+        return list(reversed(out))
+
+    def _reply_count(self, channel: str, ts: str | None) -> int:
+        if not ts:
+            return 0
+        n = 0
+        for r in self._rows("SELECT event_id, meta FROM docs WHERE cls = 'chat' AND place = ? AND ts <= ? "
+                            "AND meta LIKE ?", (channel, self.t, f'%"thread_ts": "{ts}"%')):
+            m = json.loads(r["meta"])
+            n += m.get("ts") != ts
+        return n
+
+
+def issue_state(fields: dict, changes: list[tuple[float, dict]], t: float, *, title: str | None,
+                body: str | None) -> dict:
+    """The fields of an issue at epoch `t`: the stored (export-time) values with every later change undone.
+
+    `changes` are (epoch, changelog item) in time order; an item has `field`, `fromString`, `toString`."""
+    state = {k: v for k, v in fields.items() if k not in EXPORT_TIME_FIELDS}
+    state["summary"], state["description"] = title, body
+    known = set()
+    for ts, item in reversed(changes):
+        name = CHANGELOG_FIELDS.get(re.sub(r"[\s_-]+", "", str(item.get("field") or "")).casefold())
+        if name is None:
+            continue
+        known.add(name)
+        if ts <= t:
+            continue
+        before, after = item.get("fromString"), item.get("toString")
+        if name in MULTI_FIELDS:
+            values = list(state.get(name) or [])
+            if after in values:
+                values.remove(after)
+            if before and before not in values:
+                values.append(before)
+            state[name] = sorted(values)
+        elif name in ("assignee", "reporter"):
+            state[name] = {"display_name": before} if before else None
+        else:
+            state[name] = before
+    resolved = _parse_epoch(fields.get("resolved_at"))
+    if resolved is None or resolved > t:
+        for name in RESOLUTION_FIELDS:
+            if name not in known:  # what the changelog does not tell was not known yet
+                state.pop(name, None)
+        for name in ("resolution", "resolutiondate", "resolved_at", "resolution_evidence", "closed_at", "closed_by",
+                     "merged_at", "merged_by", "merge_commit_sha", "state_reason"):
+            state.pop(name, None)
+        if "status" not in state and "state" not in state:
+            state["status"] = "open (its status at this moment is not recorded)" if resolved else None
+    return {k: _display(v) for k, v in state.items() if v not in (None, "", [], {})} | {
+        "summary": state.get("summary"), "description": state.get("description")}
+
+
+def _parse_epoch(value: Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        ts = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return _epoch(ts if ts.tzinfo else ts.replace(tzinfo=UTC))
+
+
+def _display(value: Any) -> Any:
+    if isinstance(value, dict):
+        return value.get("display_name") or value.get("displayName") or value.get("name") or value.get("key") \
+            or json.dumps(value, sort_keys=True)[:200]
+    if isinstance(value, list):
+        return [_display(v) for v in value][:50]
+    return value
