@@ -55,8 +55,14 @@ class TaskWorld:
 
 
 def socket_root() -> Path:
-    """Short paths for sockets (AF_UNIX allows ~100 bytes): the system temp folder."""
-    return Path(tempfile.gettempdir())
+    """Where the episode's socket folder goes: the temp folder, unless its path is too long for AF_UNIX
+    (about 100 bytes with the folder and socket names), then /tmp or /dev/shm."""
+    import os
+
+    for d in (tempfile.gettempdir(), "/tmp", "/dev/shm"):
+        if len(d) <= 60 and os.path.isdir(d) and os.access(d, os.W_OK):
+            return Path(d)
+    raise SandboxError("no folder with a path short enough for the tool server's socket; set TMPDIR=/tmp")
 
 
 class Episode:

@@ -51,7 +51,6 @@ IMAGE_ENV = {
     "HOME": "/home/agent",
     "PYTHONDONTWRITEBYTECODE": "1",
     "TASKMINE_WORLD": "/world",
-    "TASKMINE_OUTBOX": "/outbox/outbox.jsonl",
 }
 IMAGE_CHANGES = ("USER agent", "WORKDIR /home/agent", *(f"ENV {k}={v}" for k, v in IMAGE_ENV.items()))
 
@@ -74,13 +73,13 @@ fi
 chmod 0755 /usr/local/bin/company
 chmod 0755 /usr/local/lib/taskmine /usr/local/lib/taskmine/supervise
 git config --system --add safe.directory '*'
-mkdir -p /world /outbox
+mkdir -p /world /run/company
 rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/cache/debconf/*-old /var/log/* \\
     /usr/share/doc/* /usr/share/man/* /usr/share/info/* /usr/share/locale/* /usr/share/lintian \\
     /tmp/* /root/.cache
 find / -xdev -name __pycache__ -type d -prune -exec rm -rf {} +
 python3 -c "import json, argparse, select, socket" && company --version >/dev/null
-python3 -I /usr/local/lib/taskmine/supervise run --timeout 5 --outbox /nonexistent -- true >/dev/null
+python3 -I /usr/local/lib/taskmine/supervise run --timeout 5 -- true >/dev/null
 """
 
 DOCKERFILE = """\

@@ -3,18 +3,17 @@
 A `Sandbox` opens a `Session` on a world: a container (docker) or a temp root (local) that lives until it is
 closed or its deadline passes. A session runs commands (`exec`), and reads and writes files (`read_file`,
 `write_file`) for the phases that follow the agent's (a verifier writes its hidden files only after the
-agent's processes are dead). `Sandbox.run` is one session with one command, graded through its outbox.
+agent's processes are dead). `Sandbox.run` is one session with one command.
 
 Invariants:
-- The world is at $TASKMINE_WORLD (/world in Docker), read-only for the agent; actions are recorded only
-  through the `company` tool into $TASKMINE_OUTBOX. The outbox is parsed on the host *after* the command,
-  strictly: a regular file only (symlinks, FIFOs, folders, devices are refused, never followed), at most
-  1 MB and 1000 entries, each a JSON object with a string "action"; everything else becomes an
-  `outbox_errors` line. Whatever the agent left there is its own failure, never an error of ours.
+- The world's files are at $TASKMINE_WORLD (/world in Docker), read-only for the agent. What the agent does
+  in the company is recorded by the tool server on the host (environments.tools), never in a file the agent
+  could shape: nothing the sandbox reads back is trusted beyond its schema and size.
 - `docker`: every command runs under `environments/supervise.py` (see its docstring): PID 1 of the container
   enforces the session's deadline even when this process is killed, each command has its own deadline
-  inside the container, and nothing the agent writes reaches the host disk (no bind mount: the outbox,
-  /tmp and the home are size-limited tmpfs, the root is read-only, the daemon keeps no log). No network,
+  inside the container, and nothing the agent writes reaches the host disk (/tmp and the home are
+  size-limited tmpfs, the root is read-only, host folders are mounted read-only, the daemon keeps no log).
+  No network,
   all capabilities dropped, no-new-privileges, uid 1000, pids/memory/cpu limits, never the Docker socket.
   Containers are created with --rm, named `taskmine-<uuid>` and labelled with their owner (host, pid and
   its start time) and deadline; `sweep()` removes those whose owner is gone, at every sandbox start.
@@ -71,17 +70,11 @@ __all__ = [
     "SandboxError",
     "Session",
     "get_sandbox",
-    "parse_outbox",
-    "read_outbox",
     "sweep",
 ]
 
 OUTPUT_LIMIT = supervise.TAIL
-OUTBOX_MAX_BYTES = supervise.OUTBOX_LIMIT
-OUTBOX_MAX_ENTRIES = 1000
-OUTBOX_MAX_ERRORS = 50
-OUTBOX_NAME = "outbox.jsonl"
-FRAME_LIMIT = 8 << 20        # the most we read of one supervisor frame (outputs + outbox, base64)
+FRAME_LIMIT = 8 << 20        # the most we read of one supervisor frame (outputs, base64)
 HOST_GRACE_S = 20            # the host waits this much past a deadline the container enforces itself
 LOCAL_FILE_LIMIT = 256 << 20  # RLIMIT_FSIZE of local runs: no single file larger than this
 LABEL = "taskmine.sandbox"
@@ -96,8 +89,6 @@ class ExecResult:
     duration_s: float
     stdout: str
     stderr: str
-    outbox: bytes = b""
-    outbox_error: str = ""
     signal: int | None = None
     oom_killed: bool = False
     error: str = ""  # what went wrong that is the command's own doing (e.g. it killed its supervisor)
@@ -139,8 +130,6 @@ class RunResult:
     duration_s: float
     stdout: str  # the last OUTPUT_LIMIT bytes, decoded
     stderr: str
-    outbox: list[dict]  # parsed entries, bounded in count and size
-    outbox_errors: list[str]  # what was not a valid entry (never trust the agent's output)
     image: str | None
     image_digest: str | None
     network_isolated: bool = True
@@ -152,46 +141,6 @@ class RunResult:
     def status(self) -> str:
         """How the command ended, in a few words: `exit 0`, `exit 137 (SIGKILL), OOM-killed`, `timed out`."""
         return status_line(self.exit_code, self.signal, self.timed_out, self.oom_killed, self.error)
-
-
-# --- outbox -------------------------------------------------------------------------------------------
-
-
-def parse_outbox(data: bytes, why_not: str = "") -> tuple[list[dict], list[str]]:
-    """Parse the bytes of an outbox the agent controlled: (entries, errors)."""
-    if why_not:
-        return [], [why_not]
-    errors: list[str] = []
-    if len(data) > OUTBOX_MAX_BYTES:
-        errors.append(f"outbox is larger than {OUTBOX_MAX_BYTES} bytes; the rest is ignored")
-        data = data[:OUTBOX_MAX_BYTES]
-    entries: list[dict] = []
-    for lineno, raw in enumerate(data.split(b"\n"), 1):
-        if not raw.strip():
-            continue
-        if len(entries) >= OUTBOX_MAX_ENTRIES:
-            errors.append(f"more than {OUTBOX_MAX_ENTRIES} entries; the rest is ignored")
-            break
-        try:
-            entry = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            entry = None
-        if isinstance(entry, dict) and isinstance(entry.get("action"), str):
-            entries.append(entry)
-        elif len(errors) < OUTBOX_MAX_ERRORS:
-            errors.append(f"line {lineno}: not a JSON object with an action: {raw[:80]!r}")
-    return entries, errors
-
-
-def read_outbox(path: Path) -> tuple[list[dict], list[str]]:
-    """Parse an outbox file the agent controlled. Never follows a symlink, never blocks, never raises on
-    what the agent left there (a folder, a FIFO, a device, a dangling link)."""
-    data, why = supervise.read_outbox(str(path))
-    return parse_outbox(data, why)
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not JSON")
 
 
 # --- bounded process I/O ------------------------------------------------------------------------------
@@ -274,15 +223,10 @@ def _exec_result(frame: dict | None, duration: float, stderr: str, missing: str)
         v = frame.get(key)
         return v if isinstance(v, int) and not isinstance(v, bool) else None
 
-    try:
-        box = base64.b64decode(frame.get("outbox") or "", validate=True)
-    except (ValueError, binascii.Error, TypeError):
-        box = b""
     secs = frame.get("duration_s")
     return ExecResult(exit_code=opt_int("exit_code"), timed_out=frame.get("timed_out") is True,
                       duration_s=float(secs) if isinstance(secs, (int, float)) else round(duration, 3),
-                      stdout=text("stdout"), stderr=text("stderr"), outbox=box[:OUTBOX_MAX_BYTES + 1],
-                      outbox_error=text("outbox_error")[:200], signal=opt_int("signal"),
+                      stdout=text("stdout"), stderr=text("stderr"), signal=opt_int("signal"),
                       oom_killed=frame.get("oom_killed") is True)
 
 
@@ -328,8 +272,8 @@ def sweep(now: float | None = None) -> dict[str, int]:
     ago, whoever owns them) and local temp roots whose owner is gone. Returns counts."""
     now = time.time() if now is None else now
     removed = {"containers": 0, "temp_dirs": 0}
-    root = Path(tempfile.gettempdir())
-    for d in [*root.glob("taskmine-local-*"), *root.glob("taskmine-tools-*")]:
+    roots = dict.fromkeys([Path(tempfile.gettempdir()), Path("/tmp"), Path("/dev/shm")])
+    for d in [p for root in roots for pattern in ("taskmine-local-*", "taskmine-tools-*") for p in root.glob(pattern)]:
         try:
             tag = (d / "owner").read_text().strip()
         except OSError:
@@ -373,7 +317,7 @@ class Session(ABC):
     @abstractmethod
     def exec(self, command: str, *, timeout_s: float = 120, env: dict | None = None,
              kill_others: bool = True) -> ExecResult:
-        """Run `sh -c command` in the agent's home with $TASKMINE_WORLD and $TASKMINE_OUTBOX set; every
+        """Run `sh -c command` in the agent's home with $TASKMINE_WORLD set; every
         process it leaves behind is killed when it returns (with `kill_others`, every other process of the
         session too: what a serialized agent command needs, not a tool call made beside a running agent)."""
 
@@ -439,8 +383,8 @@ class DockerSession(Session):
         timeout_s = max(0.1, min(timeout_s, left))
         started = time.monotonic()
         frame, err = self._call(self._exec_argv("run", "--timeout", f"{timeout_s:.3f}",
-                                                *(["--kill-others"] if kill_others else []),
-                                                "--outbox", f"/outbox/{OUTBOX_NAME}", "--", command, env=extra),
+                                                *(["--kill-others"] if kill_others else []), "--", command,
+                                                env=extra),
                                 timeout_s)
         if frame is None:
             state = _container_state(self.name)
@@ -487,14 +431,13 @@ class LocalSession(Session):
         self.network_isolated = bool(isolation)
         self.root = Path(tempfile.mkdtemp(prefix="taskmine-local-"))
         (self.root / "owner").write_text(owner_tag() + "\n")
-        self.world, self.home, self.tmp, bindir, self.outbox_dir = (
-            self.root / n for n in ("world", "home", "tmp", "bin", "outbox"))
+        self.world, self.home, self.tmp, bindir = (self.root / n for n in ("world", "home", "tmp", "bin"))
         try:
             if world_dir is not None:
                 shutil.copytree(world_dir, self.world, symlinks=True)
             else:
                 self.world.mkdir()
-            for d in (self.home, self.tmp, bindir, self.outbox_dir):
+            for d in (self.home, self.tmp, bindir):
                 d.mkdir()
             tool = bindir / "company"
             tool.write_text(f'#!/bin/sh\nexec {sys.executable} {Path(__file__).with_name("company_tool.py")} "$@"\n')
@@ -511,9 +454,9 @@ class LocalSession(Session):
         return str(self._path(target))
 
     def _path(self, path: str) -> Path:
-        """A container path (a mount's target, /world/..., /home/agent/..., /tmp/..., /outbox/...) on the host."""
+        """A container path (a mount's target, /world/..., /home/agent/..., /tmp/...) on the host."""
         prefixes = [*sorted(self.mounts.items(), key=lambda kv: -len(kv[0])),
-                    ("/world", self.world), ("/home/agent", self.home), ("/tmp", self.tmp), ("/outbox", self.outbox_dir)]
+                    ("/world", self.world), ("/home/agent", self.home), ("/tmp", self.tmp)]
         for prefix, real in prefixes:
             if path == prefix or path.startswith(prefix + "/"):
                 return real / path[len(prefix):].lstrip("/")
@@ -524,10 +467,9 @@ class LocalSession(Session):
         extra = _check_env(env)
         left = self.deadline - time.time()
         timeout_s = max(0.1, min(timeout_s, left))
-        run_env = {**self.env, **extra, "TASKMINE_WORLD": str(self.world),
-                   "TASKMINE_OUTBOX": str(self.outbox_dir / OUTBOX_NAME)}
+        run_env = {**self.env, **extra, "TASKMINE_WORLD": str(self.world)}
         argv = [*self.isolation, sys.executable, "-I", supervise.__file__, "run", "--timeout", f"{timeout_s:.3f}",
-                "--outbox", str(self.outbox_dir / OUTBOX_NAME), "--", command]
+                "--", command]
         started = time.monotonic()
         code, out, err = _communicate(argv, timeout_s + HOST_GRACE_S, cwd=self.home, env=run_env,
                                       preexec_fn=_limit_file_size)
@@ -591,14 +533,13 @@ class Sandbox(ABC):
 
     def run(self, world_dir: Path | None, command: str, *, timeout_s: float = 120, env: dict | None = None,
             mounts: tuple[Mount, ...] = ()) -> RunResult:
-        """Run `sh -c command` once in a fresh session and parse its outbox."""
+        """Run `sh -c command` once in a fresh session."""
         extra = _check_env(env)
         with self.session(world_dir, deadline_s=timeout_s + HOST_GRACE_S, mounts=mounts) as s:
             r = s.exec(command, timeout_s=timeout_s, env=extra)
-        outbox, errors = parse_outbox(r.outbox, r.outbox_error)
         return RunResult(
             sandbox=self.kind, exit_code=r.exit_code, timed_out=r.timed_out, duration_s=r.duration_s,
-            stdout=r.stdout, stderr=r.stderr, outbox=outbox, outbox_errors=errors, image=s.image,
+            stdout=r.stdout, stderr=r.stderr, image=s.image,
             image_digest=s.image_digest, network_isolated=s.network_isolated, oom_killed=r.oom_killed,
             limits=dict(getattr(self, "limits", {})), signal=r.signal, error=r.error,
         )  # fmt: skip
@@ -617,12 +558,10 @@ class DockerSandbox(Sandbox):
         cpus: float = 1.0,
         pids_limit: int = 256,
         tmpfs_size: str = "256m",
-        outbox_size: str = "8m",
         image_labels: dict[str, str] | None = None,
     ):
         self._base = base_image
-        self.limits = {"memory": memory, "cpus": cpus, "pids_limit": pids_limit, "tmpfs_size": tmpfs_size,
-                       "outbox_size": outbox_size}
+        self.limits = {"memory": memory, "cpus": cpus, "pids_limit": pids_limit, "tmpfs_size": tmpfs_size}
         self.image_labels = dict(image_labels or {})
         self._images: dict[str, tuple[str, str]] = {}
 
@@ -656,8 +595,6 @@ class DockerSandbox(Sandbox):
             ("--network", "none"),
             ("--tmpfs", f"/tmp:{tmpfs},mode=1777"),
             ("--tmpfs", f"/home/agent:{tmpfs},mode=0755,uid={AGENT_UID},gid={AGENT_UID}"),
-            ("--tmpfs", f"/outbox:rw,nosuid,nodev,noexec,size={lim['outbox_size']},mode=0755,uid={AGENT_UID},"
-                        f"gid={AGENT_UID}"),
             ("--cap-drop", "ALL"),
             ("--security-opt", "no-new-privileges"),
             ("--user", f"{AGENT_UID}:{AGENT_UID}"),
@@ -670,7 +607,6 @@ class DockerSandbox(Sandbox):
             ("--hostname", "sandbox"),
             ("--workdir", "/home/agent"),
             ("--env", "TASKMINE_WORLD=/world"),
-            ("--env", f"TASKMINE_OUTBOX=/outbox/{OUTBOX_NAME}"),
             *(("--env", f"{k}={v}") for k, v in _check_env(env).items()),
             # read-only views of host folders (the world's files, git packs, the tool server's socket folder)
             *(("--mount", f"type=bind,source={Path(m.source).resolve()},target={m.target},readonly") for m in mounts),

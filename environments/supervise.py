@@ -5,7 +5,7 @@ Copied verbatim into the base image as /usr/local/lib/taskmine/supervise (root-o
 standalone script: python3 standard library only, no taskmine imports.
 
     supervise init --deadline SECONDS           PID 1: reap orphans; at the deadline kill everything, exit
-    supervise run --timeout SECONDS [--kill-others] [--outbox PATH] [--limit BYTES] -- COMMAND
+    supervise run --timeout SECONDS [--kill-others] [--limit BYTES] -- COMMAND
                                                 one command (`sh -c COMMAND`) with its own deadline
     supervise read --limit BYTES PATH           a file's bytes (regular files only), bounded
     supervise write --mode OCTAL PATH           stdin into PATH (created or replaced), bounded
@@ -14,10 +14,8 @@ Why it exists (each is a hole a hostile agent found when the host did these thin
 - The deadline lives in the container: if the orchestrator on the host dies (kill -9), `init` still kills
   the agent at the session's deadline and the container exits (and, created with --rm, disappears); the
   next sandbox start sweeps whatever is left. `run` enforces each command's own timeout the same way.
-- Nothing the agent writes reaches the host disk: its outbox is a size-limited tmpfs inside the container;
-  `run` reads it (a regular file only, never through a link, never more than the limit) and hands the
-  bytes to the host in its one result frame, so a directory, FIFO, device or dangling link left there
-  is reported as the agent's mistake, never a crash of ours.
+- The host reads the command's status and bounded output from one result frame, never from a file the
+  agent controls; what the agent does is recorded by the tool server on the host, never in the container.
 - The agent cannot forge the result: its stdout and stderr are pipes to this process, never the exec's
   stdout; this process is not dumpable (so the agent, the same uid, cannot reach its file descriptors
   through /proc). PID 1 of a PID namespace ignores every signal it has no handler for, SIGKILL included,
@@ -27,8 +25,8 @@ Why it exists (each is a hole a hostile agent found when the host did these thin
   except PID 1 is killed when the command exits or its deadline passes; orphans are reaped by PID 1.
 
 Output of run/read/write: exactly one line on stdout, `TASKMINE-RESULT ` + base64(JSON). run's JSON has
-exit_code, signal, timed_out, oom_killed, duration_s, stdout and stderr (tails), outbox (base64) and
-outbox_error. The host trusts it no further than its schema and sizes.
+exit_code, signal, timed_out, oom_killed, duration_s, stdout and stderr (tails). The host trusts it no
+further than its schema and sizes.
 """
 
 from __future__ import annotations
@@ -45,8 +43,6 @@ import sys
 import time
 
 MARKER = "TASKMINE-RESULT "
-OUTBOX = "/outbox/outbox.jsonl"
-OUTBOX_LIMIT = 1 << 20
 TAIL = 64 * 1024
 READ_LIMIT = 16 << 20
 POLL_S = 0.05
@@ -109,14 +105,6 @@ def read_regular(path: str, limit: int, follow: bool = False) -> tuple[bytes, st
         os.close(fd)
 
 
-def read_outbox(path: str) -> tuple[bytes, str]:
-    """(bytes, why not) of the outbox the agent controlled: regular file, no link, at most the limit + 1."""
-    data, why = read_regular(path, OUTBOX_LIMIT)
-    if why == "missing":
-        return b"", ""
-    return data, (f"outbox {why}; ignored" if why else "")
-
-
 def oom_kills() -> int:
     """OOM kills in this container's memory cgroup (v2 memory.events, v1 memory.oom_control), 0 if unknown."""
     for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
@@ -166,7 +154,7 @@ def init(deadline_s: float) -> int:
 # --- run: one command -----------------------------------------------------------------------------------
 
 
-def run(command: str, timeout: float, kill_all: bool, outbox: str, limit: int) -> dict:
+def run(command: str, timeout: float, kill_all: bool, limit: int) -> dict:
     started = time.monotonic()
     deadline = started + timeout
     ooms_before = oom_kills()
@@ -248,11 +236,9 @@ def run(command: str, timeout: float, kill_all: bool, outbox: str, limit: int) -
         elif os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             exit_code = 128 + sig
-    box, box_error = read_outbox(outbox) if outbox else (b"", "")
     return {"exit_code": exit_code, "signal": sig, "timed_out": timed_out,
             "oom_killed": oom_kills() > ooms_before,
-            "duration_s": round(duration, 3), "stdout": outs["stdout"].text(), "stderr": outs["stderr"].text(),
-            "outbox": base64.b64encode(box).decode(), "outbox_error": box_error}
+            "duration_s": round(duration, 3), "stdout": outs["stdout"].text(), "stderr": outs["stderr"].text()}
 
 
 def write(path: str, mode: int, limit: int) -> dict:
@@ -294,7 +280,7 @@ def main(argv: list[str]) -> int:
             (command,) = argv[i + 1:]
             opts = argv[:i]
             emit(run(command, float(_arg(opts, "--timeout")), "--kill-others" in opts,
-                     _arg(opts, "--outbox", OUTBOX), int(_arg(opts, "--limit", str(TAIL)))))
+                     int(_arg(opts, "--limit", str(TAIL)))))
             return 0
         if mode == "read":
             limit = int(_arg(argv, "--limit", str(READ_LIMIT)))

@@ -73,16 +73,22 @@ class ToolServer:
                  repos: tuple[str, ...] = (), tools: set[str] | None = None):
         self.view = view
         self.persona = persona or Persona()
-        self.session = session  # a sandbox Session, for the git and shell tools
+        self.session = session  # a sandbox Session, for the git and shell tools (may be attached later)
         self.repos = tuple(repos)
-        available = {n for n, t in A.TOOLS.items() if t.kind != "shell" or session is not None}
-        if not self.repos:
-            available.discard("git")
-        self.available = available & tools if tools is not None else available
+        self.allowed = tools
         self.log: list[A.Logged] = []
         self.transcript: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._clock = 0
+
+    @property
+    def available(self) -> set[str]:
+        """The tools of this episode: every read and write tool; git and shell only with a session (and git
+        only with a repository); narrowed to the task's list when it has one."""
+        names = {n for n, t in A.TOOLS.items() if t.kind != "shell" or self.session is not None}
+        if not self.repos:
+            names.discard("git")
+        return names & self.allowed if self.allowed is not None else names
 
     # -- what the grader reads ------------------------------------------------------------------------
     @property

@@ -52,7 +52,8 @@ EXPORT_TIME_FIELDS = {"updated", "updated_at", "comment_total", "changelog_total
 RESOLUTION_FIELDS = {"status", "resolution", "resolutiondate", "resolved_at", "resolution_evidence", "closed_at",
                      "closed_by", "state", "state_reason", "merged_at", "merged_by", "merge_commit_sha",
                      "fixVersions"}
-INTERNAL_FIELDS = {"people", "id", "key", "encoding_error", "html_url", "bot", "resolved_at", "resolution_evidence"}
+INTERNAL_FIELDS = {"people", "id", "key", "encoding_error", "html_url", "bot"}
+NORMALIZED_FIELDS = {"resolved_at", "resolution_evidence"}  # read by the world, not shown to the agent
 MULTI_FIELDS = {"components", "fixVersions", "versions", "labels"}
 # changelog item field names (case- and space-insensitive) -> the attribute they change
 CHANGELOG_FIELDS = {"issuetype": "issuetype", "type": "issuetype", "priority": "priority", "status": "status",
@@ -259,11 +260,11 @@ def fts_query(text: str) -> str | None:
     ranks documents that hold more of them first); None when the text has no word."""
     phrases = re.findall(r'"([^"]+)"', text)
     rest = re.sub(r'"[^"]*"', " ", text)
-    parts = [" ".join(_WORD.findall(p)) for p in phrases] + _WORD.findall(rest)
-    parts = [p for p in parts if p]
+    parts = [" ".join(_WORD.findall(p)[:16]) for p in phrases] + _WORD.findall(rest)
+    parts = [p[:100] for p in parts if p][:32]
     if not parts:
         return None
-    return " OR ".join(f'"{p}"' for p in dict.fromkeys(parts))[:2000]
+    return " OR ".join(f'"{p}"' for p in dict.fromkeys(parts))
 
 
 class World:
@@ -375,12 +376,14 @@ class WorldView:
         if not rows:
             return None
         head = rows[0]
-        thread = self._rows("SELECT * FROM docs WHERE thread = ? AND cls IN ('comment', 'change') ORDER BY ts, id",
-                            (head["thread"] or key,))
+        # every change, hidden or not: undoing the ones after the cutoff needs them all
+        everything = self.world.con.execute("SELECT * FROM docs WHERE thread = ? AND cls IN ('comment', 'change') "
+                                            "ORDER BY ts, id", (head["thread"] or key,)).fetchall()
+        thread = [r for r in everything if r["event_id"] not in self.hidden]
         fields = json.loads(head["meta"])
         changes = [r for r in thread if r["cls"] == "change"]
-        state = issue_state(fields, [(r["ts"], json.loads(r["meta"])) for r in changes], self.t,
-                            title=head["title"], body=head["body"])
+        state = issue_state(fields, [(r["ts"], json.loads(r["meta"])) for r in everything if r["cls"] == "change"],
+                            self.t, title=head["title"], body=head["body"])
         comments = [{"id": r["native_id"], "author": r["author"], "created": _iso(r["ts"]),
                      "body": (r["body"] or "")[:MAX_BODY]} for r in thread if r["cls"] == "comment" and r["ts"] <= self.t]
         history = [{"at": _iso(r["ts"]), "by": r["author"], **{k: v for k, v in json.loads(r["meta"]).items()
@@ -454,8 +457,9 @@ class WorldView:
         """The last `limit` messages of a channel (top level and thread roots) or of one thread, up to the
         cutoff (and before `before`, a message ts, when given), oldest first."""
         limit = max(1, min(int(limit), MAX_RESULTS * 4))
+        channel = channel.lstrip("#")
         sql = "SELECT * FROM docs WHERE cls = 'chat' AND place = ? AND ts <= ?"
-        rows = self._rows(sql + " ORDER BY ts DESC, id DESC", (channel.lstrip("#"), self.t))
+        rows = self._rows(sql + " ORDER BY ts DESC, id DESC", (channel, self.t))
         out = []
         for r in rows:
             m = json.loads(r["meta"])
@@ -521,7 +525,7 @@ def issue_state(fields: dict, changes: list[tuple[float, dict]], t: float, *, ti
             state.pop(name, None)
         if "status" not in state and "state" not in state:
             state["status"] = "open (its status at this moment is not recorded)" if resolved else None
-    return {k: _display(v) for k, v in state.items() if v not in (None, "", [], {})} | {
+    return {k: _display(v) for k, v in state.items() if v not in (None, "", [], {}) and k not in NORMALIZED_FIELDS} | {
         "summary": state.get("summary"), "description": state.get("description")}
 
 

@@ -51,7 +51,10 @@ class CheckSpec(BaseModel):
 
     @model_validator(mode="after")
     def _args(self) -> CheckSpec:
-        reg = registry("check").get(self.check)  # KeyError for an unknown check
+        try:
+            reg = registry("check").get(self.check)
+        except KeyError as exc:
+            raise ValueError(exc.args[0]) from None
         object.__setattr__(self, "args", registry("check").validate_args(self.check, self.args))
         declared = getattr(reg.obj, "check_kind", "deterministic")
         if declared != self.kind:

@@ -9,13 +9,19 @@ from __future__ import annotations
 import json
 import sys
 
-STAGE_ORDER = ["raw_events", "identities", "anonymized_events", "links", "work_items", "clusters", "tasks",
-               "validations", "published_dataset"]
+STAGE_ORDER = ["raw_events", "identities", "anonymized_events", "links", "work_items", "clusters", "world",
+               "tasks", "validations", "published_dataset"]
 
 
 def run_datasets(names: list[str], repeats: int = 0) -> int:
     from dagster import DagsterInstance
 
+
+    with DagsterInstance.get() as instance:  # disposed at the end: nothing of it outlives the call
+        return _run(instance, names, repeats)
+
+
+def _run(instance, names: list[str], repeats: int) -> int:
     from pipelines.assets import datasets
     from pipelines.definitions import defs
     from pipelines.errors import ERROR_TAG
@@ -23,7 +29,6 @@ def run_datasets(names: list[str], repeats: int = 0) -> int:
     from warehouse.locks import dataset_lock
     from warehouse.store import Store
 
-    instance = DagsterInstance.get()
     instance.add_dynamic_partitions(datasets.name, [n for n in names
                                                     if not instance.has_dynamic_partition(datasets.name, n)])
     job = defs.resolve_job_def("taskmine_job")

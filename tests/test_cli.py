@@ -117,10 +117,10 @@ def test_run_with_bad_records_quarantines_them_and_loses_nothing(tmp_path, sampl
                      "--sandbox", "local", home=home)
     assert "score 0.000" in wrong.stdout and "not the fixing commit" in wrong.stdout
     # whatever the agent leaves where its outbox should be is its failure, scored, never our crash
-    junk = taskmine("replay", "--task", task.task_id[:10], "--agent", 'mkdir "$TASKMINE_OUTBOX"',
+    junk = taskmine("replay", "--task", task.task_id[:10], "--agent", "mkdir -p ~/outbox/outbox.jsonl; exit 1",
                     "--sandbox", "local", home=home)
     assert junk.returncode == 0 and "score 0.000" in junk.stdout and "Traceback" not in junk.stderr, junk.stderr
-    assert "agent: exit 0" in junk.stdout and "outbox is not a regular file" in junk.stdout
+    assert "agent: exit 1" in junk.stdout and "no SHA answered" in junk.stdout
     failing = taskmine("replay", "--task", task.task_id[:10], "--agent", "exit 3", "--sandbox", "local", home=home)
     assert "agent: exit 3" in failing.stdout and "score 0.000" in failing.stdout
     audit = taskmine("audit", home=home)

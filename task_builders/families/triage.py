@@ -112,7 +112,7 @@ class TicketTriage(Family):
             if all(filed[k] == after[k] for k in ("type", "priority", "components", "assignee")):
                 yield self.reject(ctx, item, "triage changed nothing the task grades")
                 continue
-            yield self._draft(ctx, item, issue, after, changes[issue.native_id], people)
+            yield self._draft(ctx, item, issue, filed, after, changes[issue.native_id], people)
 
     def _people(self, ctx: BuildContext) -> dict[str, dict]:
         """Pseudonymized people by display name, with the aliases a grader should accept."""
@@ -124,7 +124,7 @@ class TicketTriage(Family):
                     out.setdefault(p["display_name"], {"aliases": set()})["aliases"].update(a for a in aliases if a)
         return out
 
-    def _draft(self, ctx, item, issue, after, changes, people) -> Draft:
+    def _draft(self, ctx, item, issue, filed, after, changes, people) -> Draft:
         key, project = issue.native_id, str(issue.attrs.get("project"))
         prompt = (
             f"You are triaging issue {key} in project {project}, just filed by {issue.actor_name or 'a user'}.\n\n"
@@ -156,4 +156,4 @@ class TicketTriage(Family):
         return Draft(item=item, prompt=prompt, cutoff=issue.ts, reference=[JiraUpdate(key=key, **fields)],
                      rubric=Rubric(checks=checks),
                      hidden_events=[c.event_id for c in changes if c.ts > issue.ts],
-                     meta={"after_triage": {**fields}})
+                     meta={"after_triage": {**fields}, "filed": filed})

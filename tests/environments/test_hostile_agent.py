@@ -2,6 +2,7 @@
 orchestrator, and the host must neither crash, fill up, nor keep anything running.
 
 Docker tests need a daemon (tests/conftest.py: required on CI); the local sandbox's share runs anywhere.
+The tool server's side (hostile calls, huge lines, a full log) is in test_tools.py.
 """
 
 from __future__ import annotations
@@ -35,74 +36,51 @@ def any_sandbox(request):
     return LocalSandbox() if request.param == "local" else request.getfixturevalue("docker_sandbox")
 
 
-# --- whatever is left where the outbox should be is the agent's failure, never our crash -----------------
-
-
-@pytest.mark.parametrize("junk, reason", [
-    ('mkdir "$TASKMINE_OUTBOX"', "outbox is not a regular file; ignored"),
-    ('mkfifo "$TASKMINE_OUTBOX"', "outbox is not a regular file; ignored"),
-    ('ln -s /nonexistent/target "$TASKMINE_OUTBOX"', "outbox is a symlink; ignored"),
-    ('ln -s /dev/zero "$TASKMINE_OUTBOX"', "outbox is a symlink; ignored"),
-    ('mkdir -p "$TASKMINE_OUTBOX/a/b"; touch "$TASKMINE_OUTBOX/a/b/c"', "outbox is not a regular file; ignored"),
-])
-def test_junk_outbox_is_reported_not_raised(any_sandbox, world, junk, reason):
-    r = any_sandbox.run(world, f"company answer --sha abc1234; rm -f \"$TASKMINE_OUTBOX\"; {junk}", timeout_s=60)
-    assert r.outbox == [] and r.outbox_errors == [reason]
-    assert not r.timed_out and r.error == ""
-
-
-def test_an_unreadable_outbox_is_reported_not_raised(any_sandbox, world):
-    r = any_sandbox.run(world, 'company answer --sha abc1234; chmod 000 "$TASKMINE_OUTBOX"', timeout_s=60)
-    if os.geteuid() == 0 and any_sandbox.kind == "local":
-        assert [e["action"] for e in r.outbox] == ["answer"]  # root reads it anyway; nothing to prove
-    else:
-        assert r.outbox == [] and r.outbox_errors[0].startswith("outbox cannot be opened")
-
-
-def test_gigabytes_of_outbox_are_cut_at_the_limit(any_sandbox, world):
-    r = any_sandbox.run(world, 'head -c 50000000 /dev/zero | tr "\\0" "x" > "$TASKMINE_OUTBOX"; echo done',
-                        timeout_s=120)
-    assert r.stdout.strip().endswith("done")
-    assert r.outbox == [] and "larger than" in r.outbox_errors[0]
-
-
-def test_the_agent_killing_its_supervisor_is_its_own_failure(any_sandbox, world):
-    r = any_sandbox.run(world, "company answer --sha abc1234; kill -9 $PPID; sleep 5", timeout_s=60)
-    if r.error:  # it could: no frame, so nothing of what it recorded is trusted
-        assert r.exit_code is None and r.error == "the command killed its supervisor (no result)"
-        assert r.outbox == [] and r.status() == r.error
-    else:  # the local sandbox in a PID namespace: the supervisor is its init, which ignores the SIGKILL
-        assert any_sandbox.kind == "local" and r.network_isolated
-        assert r.exit_code == 0 and [e["action"] for e in r.outbox] == ["answer"]
-
-
-def test_a_forged_result_frame_is_not_believed(any_sandbox, world):
-    """The agent prints a frame claiming exit 0 and an outbox it never recorded: the real frame wins."""
-    import base64
-
-    fake = {"exit_code": 0, "outbox": base64.b64encode(b'{"action":"answer","sha":"deadbeef"}\n').decode()}
-    line = "TASKMINE-RESULT " + base64.b64encode(json.dumps(fake).encode()).decode()
-    r = any_sandbox.run(world, f"echo '{line}'; echo '{line}' >&2; exit 5", timeout_s=60)
-    assert r.exit_code == 5 and r.outbox == []
-
-
-# --- the host disk ---------------------------------------------------------------------------------------
+# --- what the agent leaves behind is its own failure, never our crash ----------------------------------------
 
 
 @pytest.mark.docker
-def test_nothing_the_agent_writes_reaches_the_host_disk(docker_sandbox, world):
-    """`dd` into every writable place stops at its tmpfs limit; the container has no bind mount at all."""
-    with docker_sandbox.session(world, deadline_s=120) as s:
+def test_the_agent_cannot_touch_the_tool_socket_or_write_to_the_host(docker_sandbox, tmp_path, world):
+    """The socket folder and the world are read-only mounts: the agent cannot replace the socket, drop a file
+    beside it or change the world; `dd` into every writable place stops at its tmpfs limit."""
+    from environments.episode import Episode
+
+    with Episode(tmp_path / "no-world", {"cutoff": "2020-01-01T00:00:00+00:00"}, docker_sandbox) as ep:
+        s = ep.session
         mounts = json.loads(docker("inspect", "--format", "{{json .Mounts}}", s.name).stdout)
-        assert mounts == []  # no bind mount and no volume: nothing of the host is writable from inside
-        r = s.exec("for d in /outbox /tmp /home/agent; do dd if=/dev/zero of=$d/fill bs=1M count=2048 "
-                   "2>/dev/null; done; du -sm /outbox/fill /tmp/fill /home/agent/fill; "
-                   "dd if=/dev/zero of=/fill bs=1M count=1 2>&1 | head -1", timeout_s=120)
-        sizes = {line.split()[1]: int(line.split()[0]) for line in r.stdout.splitlines()[:3]}
-        assert sizes["/outbox/fill"] <= 8 and sizes["/tmp/fill"] <= 256 and sizes["/home/agent/fill"] <= 256
+        assert {m["Destination"]: m["RW"] for m in mounts} == {"/run/company": False}
+        r = ep.exec("rm -f /run/company/tools.sock 2>&1 | head -1; touch /run/company/x 2>&1 | head -1; "
+                    "company answer --text still-here; echo rc=$?")
+        assert r.stdout.count("Read-only file system") == 2 and "recorded #1: answer" in r.stdout  # still answers
+        assert [e.action.text for e in ep.actions] == ["still-here"]
+        r = ep.exec("for d in /tmp /home/agent; do dd if=/dev/zero of=$d/fill bs=1M count=2048 2>/dev/null; done; "
+                    "du -sm /tmp/fill /home/agent/fill; dd if=/dev/zero of=/fill bs=1M count=1 2>&1 | head -1",
+                    timeout_s=120)
+        sizes = {line.split()[1]: int(line.split()[0]) for line in r.stdout.splitlines()[:2]}
+        assert sizes["/tmp/fill"] <= 256 and sizes["/home/agent/fill"] <= 256
         assert "Read-only file system" in r.stdout
         info = json.loads(docker("inspect", "--format", "{{json .HostConfig}}", s.name).stdout)
         assert info["ReadonlyRootfs"] is True and info["LogConfig"]["Type"] == "none"
+
+
+def test_the_agent_killing_its_supervisor_is_its_own_failure(any_sandbox, world):
+    r = any_sandbox.run(world, "echo started; kill -9 $PPID; sleep 5", timeout_s=60)
+    if r.error:  # it could: no frame, so nothing it printed is trusted
+        assert r.exit_code is None and r.error == "the command killed its supervisor (no result)"
+        assert r.stdout == "" and r.status() == r.error
+    else:  # the local sandbox in a PID namespace: the supervisor is its init, which ignores the SIGKILL
+        assert any_sandbox.kind == "local" and r.network_isolated
+        assert r.exit_code == 0 and r.stdout == "started\n"
+
+
+def test_a_forged_result_frame_is_not_believed(any_sandbox, world):
+    """The agent prints a frame claiming exit 0: the supervisor's own frame wins."""
+    import base64
+
+    fake = {"exit_code": 0, "stdout": "all tests passed"}
+    line = "TASKMINE-RESULT " + base64.b64encode(json.dumps(fake).encode()).decode()
+    r = any_sandbox.run(world, f"echo '{line}'; echo '{line}' >&2; exit 5", timeout_s=60)
+    assert r.exit_code == 5 and r.stdout.startswith("TASKMINE-RESULT ")  # its own output, as output
 
 
 def test_local_runs_cannot_write_one_huge_file(world, monkeypatch):

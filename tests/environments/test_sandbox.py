@@ -13,7 +13,7 @@ import pytest
 
 from environments import images, sandbox
 from environments.docker_cli import SandboxError, docker
-from environments.sandbox import DockerSandbox, LocalSandbox, get_sandbox, read_outbox
+from environments.sandbox import DockerSandbox, LocalSandbox, Mount, get_sandbox
 
 
 @pytest.fixture
@@ -33,15 +33,6 @@ def any_sandbox(request):
 # --- behaviour shared by both sandboxes ---------------------------------------------------------------
 
 
-def test_company_tool_writes_outbox_that_host_parses(any_sandbox, world):
-    r = any_sandbox.run(world, "company answer --sha ABC1234 && company jira update --priority Major")
-    assert r.exit_code == 0, r.stderr
-    assert r.sandbox == any_sandbox.kind
-    assert [(e["seq"], e["action"]) for e in r.outbox] == [(1, "answer"), (2, "jira.update")]
-    assert r.outbox[0]["sha"] == "abc1234" and r.outbox[1]["fields"] == {"priority": "Major"}
-    assert r.outbox_errors == []
-
-
 def test_world_env_and_cwd(any_sandbox, world):
     r = any_sandbox.run(
         world, 'cat "$TASKMINE_WORLD/notes.txt"; echo "$FOO"; pwd; echo "$HOME"', env={"FOO": "bar"}
@@ -49,39 +40,6 @@ def test_world_env_and_cwd(any_sandbox, world):
     lines = r.stdout.splitlines()
     assert lines[:2] == ["the login service", "bar"]
     assert lines[2] == lines[3]  # cwd is the agent's home
-
-
-def test_garbage_outbox_lines_become_errors(any_sandbox, world):
-    cmd = (
-        'company answer --text hi; printf \'garbage\\n[1]\\n{"no_action":1}\\nNaN\\n\' >> "$TASKMINE_OUTBOX"'
-    )
-    r = any_sandbox.run(world, cmd)
-    assert [e["action"] for e in r.outbox] == ["answer"]
-    assert len(r.outbox_errors) == 4 and all(e.startswith("line ") for e in r.outbox_errors)
-
-
-def test_oversized_outbox_is_truncated_and_reported(any_sandbox, world):
-    cmd = (
-        'i=0; while [ $i -lt 2000 ]; do printf \'{"action":"x","pad":"%0900d"}\\n\' 0; '
-        'i=$((i+1)); done > "$TASKMINE_OUTBOX"'
-    )
-    r = any_sandbox.run(world, cmd)
-    assert r.exit_code == 0, r.stderr
-    assert len(r.outbox) == sandbox.OUTBOX_MAX_ENTRIES
-    assert any("larger than" in e for e in r.outbox_errors)
-    assert any("more than 1000 entries" in e for e in r.outbox_errors)
-
-
-def test_symlinked_outbox_is_not_followed(any_sandbox, world, tmp_path):
-    target = tmp_path / "secret.jsonl"  # a host file an agent must not get read back as its outbox
-    target.write_text('{"action": "answer", "sha": "deadbeef"}\n')
-    r = any_sandbox.run(world, f'ln -s {target} "$TASKMINE_OUTBOX"')
-    assert r.outbox == [] and r.outbox_errors == ["outbox is a symlink; ignored"]
-
-
-def test_fifo_outbox_does_not_hang_the_host(any_sandbox, world):
-    r = any_sandbox.run(world, 'mkfifo "$TASKMINE_OUTBOX"', timeout_s=60)
-    assert r.outbox == [] and r.outbox_errors == ["outbox is not a regular file; ignored"]
 
 
 def test_timeout_kills_the_command(any_sandbox, world):
@@ -130,20 +88,6 @@ def test_bad_env_is_refused(world):
         LocalSandbox().run(world, "true", env={"A=B": "x"})
 
 
-# --- outbox parser on its own -------------------------------------------------------------------------
-
-
-def test_read_outbox_missing_file_is_empty(tmp_path):
-    assert read_outbox(tmp_path / "absent.jsonl") == ([], [])
-
-
-def test_read_outbox_rejects_deep_nesting_and_bad_utf8(tmp_path):
-    p = tmp_path / "o.jsonl"
-    p.write_bytes(b"[" * 100000 + b"\n\xff\xfe\n" + b'{"action":"ok"}\n')
-    entries, errors = read_outbox(p)
-    assert entries == [{"action": "ok"}] and len(errors) == 2
-
-
 # --- get_sandbox --------------------------------------------------------------------------------------
 
 
@@ -162,9 +106,9 @@ def test_get_sandbox_kinds(monkeypatch):
 # --- docker: hardening flags (no daemon needed) and behaviour (daemon needed) -------------------------
 
 
-def test_container_args_carry_every_hardening_flag():
+def test_container_args_carry_every_hardening_flag(tmp_path):
     args = DockerSandbox(base_image="img", pids_limit=99, memory="2g", cpus=0.5).container_args(
-        "taskmine-x", "img", 300
+        "taskmine-x", "img", 300, (Mount(tmp_path, "/world/git"),), {"TASKMINE_TOOLS": "/run/company/tools.sock"}
     )
     joined = " ".join(args)
     for flag in (
@@ -181,14 +125,16 @@ def test_container_args_carry_every_hardening_flag():
         "--log-driver none",
         "--tmpfs /tmp:",
         "--tmpfs /home/agent:",
-        "--tmpfs /outbox:",
+        "--env TASKMINE_TOOLS=/run/company/tools.sock",
         "--label taskmine.sandbox=1",
         "--label taskmine.owner=",
         "--label taskmine.deadline=",
     ):
         assert flag in joined, flag
-    # nothing of the host is mounted: every writable place is a size-limited tmpfs
-    assert "--mount" not in args and "-v" not in args and "--volume" not in args
+    # host folders only read-only; every writable place is a size-limited tmpfs
+    mounts = [args[i + 1] for i, a in enumerate(args) if a == "--mount"]
+    assert mounts == [f"type=bind,source={tmp_path.resolve()},target=/world/git,readonly"]
+    assert "-v" not in args and "--volume" not in args
     assert all("size=" in args[i + 1] for i, a in enumerate(args) if a == "--tmpfs")
     assert "docker.sock" not in joined and "--privileged" not in joined
     assert args[-6:] == ["img", "-I", images.SUPERVISE_PATH, "init", "--deadline", "300"]
@@ -252,22 +198,11 @@ def test_docker_timeout_removes_the_container(docker_sandbox, world):
             names.append(name)
             return super().container_args(name, *args)
 
-
     box = Recording(docker_sandbox.base_image, image_labels=docker_sandbox.image_labels)
     r = box.run(world, "sleep 1000", timeout_s=3)
     assert r.timed_out and r.exit_code is None
     assert names[0].startswith("taskmine-")
     assert docker("ps", "-aq", "--filter", f"name=^{names[0]}$").stdout.split() == []
-
-
-@pytest.mark.docker
-def test_docker_task_image_is_content_addressed(docker_sandbox, world):
-    first = docker_sandbox.prepare(world)
-    assert first.startswith("taskmine-task:") and docker_sandbox.prepare(world) == first
-    r = docker_sandbox.run(world, "true")
-    assert r.image == first and r.image_digest.startswith("sha256:")
-    (world / "notes.txt").write_text("changed\n")
-    assert docker_sandbox.prepare(world) != first
 
 
 @pytest.mark.docker
@@ -280,10 +215,20 @@ def test_docker_agent_can_read_a_root_owned_git_world(docker_sandbox, world):
     (repo / "a.txt").write_text("a\n")
     subprocess.run([*git, "add", "a.txt"], check=True)
     subprocess.run([*git, "commit", "-qm", "first"], check=True)
-    try:
-        assert _docker_lines(docker_sandbox, world, "git -C /world/repo log --format=%s") == ["first"]
-    finally:  # git's index and dates make this world new on every run: do not pile up images
-        docker("rmi", docker_sandbox.prepare(world), check=False)
+    assert _docker_lines(docker_sandbox, world, "git -C /world/repo log --format=%s") == ["first"]
+
+
+@pytest.mark.docker
+def test_sessions_build_no_image_per_world(docker_sandbox, world, tmp_path):
+    """A world is mounted, never baked: two different worlds run on the same image and add none."""
+    before = docker("images", "-q").stdout.split()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "x.txt").write_text("another world\n")
+    a, b = docker_sandbox.run(world, "cat /world/notes.txt"), docker_sandbox.run(other, "cat /world/x.txt")
+    assert (a.stdout, b.stdout) == ("the login service\n", "another world\n")
+    assert a.image == b.image == docker_sandbox.base_image
+    assert docker("images", "-q").stdout.split() == before
 
 
 # --- images (no daemon needed) ------------------------------------------------------------------------
@@ -333,10 +278,8 @@ def test_dockerfile_path_builds_the_same_recipe(monkeypatch):
     monkeypatch.setattr(images, "docker", fake_docker)
     images._build_from_dockerfile("taskmine-base:test", progress=lambda msg: None)
     assert seen["Dockerfile"].startswith(f"FROM debian:{images.SUITE}-slim\n")
-    assert (
-        "USER agent" in seen["Dockerfile"]
-        and "ENV TASKMINE_OUTBOX=/outbox/outbox.jsonl" in seen["Dockerfile"]
-    )
+    assert "USER agent" in seen["Dockerfile"] and "ENV TASKMINE_WORLD=/world" in seen["Dockerfile"]
+    assert seen["supervise"] == images.supervise_source().decode()
     assert seen["setup.sh"] == images.SETUP_SCRIPT
     assert seen["company"] == images.company_tool_source().decode()
     assert seen["args"][-3:] == ("-t", "taskmine-base:test", "-")

@@ -21,11 +21,11 @@ from warehouse.store import Store
 
 class DiesAtTask(LocalSandbox):
     runs = 0
-    def run(self, *args, **kwargs):
+    def session(self, *args, **kwargs):
         DiesAtTask.runs += 1
         if DiesAtTask.runs > 2 * int(sys.argv[2]):   # oracle + null per task (repeats=1)
             os.kill(os.getpid(), signal.SIGKILL)
-        return super().run(*args, **kwargs)
+        return super().session(*args, **kwargs)
 
 flow.validations(Store(sys.argv[1]), "acme", DiesAtTask(), repeats=1)
 """
@@ -36,9 +36,9 @@ class Counting(LocalSandbox):
         super().__init__()
         self.runs = 0
 
-    def run(self, *args, **kwargs):
+    def session(self, *args, **kwargs):
         self.runs += 1
-        return super().run(*args, **kwargs)
+        return super().session(*args, **kwargs)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pipelines.resources import ExportsResource
 def test_definitions_load_with_every_stage_and_check():
     Definitions.validate_loadable(defs)
     keys = {k.to_user_string() for a in STAGES for k in a.keys}
-    assert keys == {"raw_events", "identities", "anonymized_events", "links", "work_items", "clusters", "tasks",
+    assert keys == {"raw_events", "identities", "anonymized_events", "links", "work_items", "clusters", "world", "tasks",
                     "validations", "published_dataset"}
     graph = defs.resolve_asset_graph()
     assert {c.name for c in graph.asset_check_keys} == {"events_schema", "quarantine_rate", "anonymized_leaks",
@@ -38,15 +38,15 @@ def test_library_packages_do_not_import_dagster():
 def test_sensor_turns_a_new_folder_into_a_partition_and_a_run(tmp_path):
     (tmp_path / "acme").mkdir()
     (tmp_path / ".truth").mkdir()  # hidden folders are not datasets
-    instance = DagsterInstance.ephemeral()
-    ctx = build_sensor_context(instance=instance, resources={"exports": ExportsResource(root=str(tmp_path))})
-    result = new_export_folders(ctx)
-    assert [r.partition_key for r in result.run_requests] == ["acme"]
-    assert result.dynamic_partitions_requests[0].partition_keys == ["acme"]
-    instance.add_dynamic_partitions(datasets.name, ["acme"])
-    again = new_export_folders(build_sensor_context(instance=instance,
-                                                    resources={"exports": ExportsResource(root=str(tmp_path))}))
-    assert not getattr(again, "run_requests", None)
+    with DagsterInstance.ephemeral() as instance:  # disposed: no instance state outlives the test
+        ctx = build_sensor_context(instance=instance, resources={"exports": ExportsResource(root=str(tmp_path))})
+        result = new_export_folders(ctx)
+        assert [r.partition_key for r in result.run_requests] == ["acme"]
+        assert result.dynamic_partitions_requests[0].partition_keys == ["acme"]
+        instance.add_dynamic_partitions(datasets.name, ["acme"])
+        again = new_export_folders(build_sensor_context(instance=instance,
+                                                        resources={"exports": ExportsResource(root=str(tmp_path))}))
+        assert not getattr(again, "run_requests", None)
 
 
 def test_schedule_reruns_only_changed_datasets(tmp_path, sample_company, taskmine_env):
@@ -56,12 +56,12 @@ def test_schedule_reruns_only_changed_datasets(tmp_path, sample_company, taskmin
     exports = tmp_path / "exports"
     shutil.copytree(sample_company, exports, symlinks=True)
     flow.ingest(Store(), "acme", exports / "acme", "r1")
-    instance = DagsterInstance.get()  # a schedule context needs a persistent instance (DAGSTER_HOME)
-    instance.add_dynamic_partitions(datasets.name, ["acme"])
-    res = {"exports": ExportsResource(root=str(exports))}
-    quiet = daily_changed_datasets(build_schedule_context(instance=instance, resources=res))
-    assert not isinstance(quiet, list)  # a SkipReason: nothing changed
-    issue = exports / "acme" / "jira" / "CORE-1.json"
-    issue.write_text(issue.read_text() + " ")
-    changed = daily_changed_datasets(build_schedule_context(instance=instance, resources=res))
-    assert [r.partition_key for r in changed] == ["acme"]
+    with DagsterInstance.get() as instance:  # a schedule context needs a persistent instance (DAGSTER_HOME)
+        instance.add_dynamic_partitions(datasets.name, ["acme"])
+        res = {"exports": ExportsResource(root=str(exports))}
+        quiet = daily_changed_datasets(build_schedule_context(instance=instance, resources=res))
+        assert not isinstance(quiet, list)  # a SkipReason: nothing changed
+        issue = exports / "acme" / "jira" / "CORE-1.json"
+        issue.write_text(issue.read_text() + " ")
+        changed = daily_changed_datasets(build_schedule_context(instance=instance, resources=res))
+        assert [r.partition_key for r in changed] == ["acme"]

@@ -68,12 +68,12 @@ def test_a_junk_export_stops_at_the_quarantine_check_and_keeps_latest(tmp_path):
 
 
 def _run(dataset: str):
-    instance = DagsterInstance.get()
-    if not instance.has_dynamic_partition(datasets.name, dataset):
-        instance.add_dynamic_partitions(datasets.name, [dataset])
-    result = defs.resolve_job_def("taskmine_job").execute_in_process(
-        instance=instance, partition_key=dataset, raise_on_error=False)
-    return result, instance.get_run_by_id(result.run_id)
+    with DagsterInstance.get() as instance:  # disposed: its state must not outlive the test
+        if not instance.has_dynamic_partition(datasets.name, dataset):
+            instance.add_dynamic_partitions(datasets.name, [dataset])
+        result = defs.resolve_job_def("taskmine_job").execute_in_process(
+            instance=instance, partition_key=dataset, raise_on_error=False)
+        return result, instance.get_run_by_id(result.run_id)
 
 
 @pytest.mark.slow

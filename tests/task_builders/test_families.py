@@ -1,11 +1,19 @@
 import datetime as dt
-import subprocess
 
-from task_builders.families.commit_link import strip_keys
+import pytest
+
+from environments import actions as A
+from environments.gitworld import verify_view
+from environments.world import World
+from graders.rubric import CheckSpec, Rubric
+from task_builders.config import DatasetConfig
+from task_builders.families import BuildContext, Draft, families, hidden_fact_problems, seal
 from task_builders.families.triage import state_at, triage_values
-from task_builders.worlds import cut_repository, manifest, verify_cutoff, world_hash
+from task_builders.world import strip_keys
+from taskmine import flow
 from warehouse.ids import event_id
-from warehouse.schemas import Event
+from warehouse.schemas import Event, Task, WorkItem
+from warehouse.store import Store
 
 T0 = dt.datetime(2021, 3, 1, 9, tzinfo=dt.UTC)
 
@@ -59,32 +67,135 @@ def test_strip_keys_leaves_no_key_or_url():
     assert strip_keys("keep CORE-123 value", keys) == "keep CORE-123 value\n"
 
 
-def _commit(repo, n, date):
-    (repo / "f.txt").write_text(f"{n}\n")
-    env = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_NAME": "A", "GIT_AUTHOR_EMAIL": "a@x",
-           "GIT_COMMITTER_NAME": "A", "GIT_COMMITTER_EMAIL": "a@x", "PATH": "/usr/bin:/bin"}
-    subprocess.run(["git", "-C", str(repo), "add", "."], check=True, env=env)
-    subprocess.run(["git", "-C", str(repo), "commit", "-qm", f"c{n}"], check=True, env=env)
-    return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+@pytest.fixture(scope="module")
+def sample_world(sample_company, tmp_path_factory):
+    """The sample company through identities, anonymization, links, work items, the world and tasks."""
+    store = Store(tmp_path_factory.mktemp("families") / "home")
+    config = DatasetConfig(ner_model="")
+    flow.prepare(store, "acme", sample_company / "acme", config)
+    flow.work_items(store, "acme", config)
+    flow.world(store, "acme")
+    flow.tasks(store, "acme", config)
+    return store
 
 
-def test_cut_repository_holds_nothing_after_cutoff(tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    subprocess.run(["git", "init", "-q", "-b", "main", str(src)], check=True)
-    shas = [_commit(src, i, f"2021-03-0{i}T10:00:00+0000") for i in range(1, 5)]
-    subprocess.run(["git", "-C", str(src), "tag", "v1", shas[3]], check=True)
-    cutoff = dt.datetime(2021, 3, 2, 12, tzinfo=dt.UTC)
-    world = tmp_path / "world"
-    cut_repository(src, shas[1], world / "repo")
-    assert verify_cutoff(world / "repo", cutoff) == []
-    log = subprocess.run(["git", "-C", str(world / "repo"), "log", "--all", "--format=%H"], capture_output=True,
-                         text=True).stdout.split()
-    assert log == [shas[1], shas[0]]
-    assert not (world / "repo" / ".git" / "logs").exists()
-    # The checker is not a rubber stamp: a later commit is found.
-    assert verify_cutoff(world / "repo", dt.datetime(2021, 3, 1, 12, tzinfo=dt.UTC))
-    m = manifest(world)
-    assert m["repo"]["head"] == shas[1] and "repo/f.txt" in m["files"]
-    cut_repository(src, shas[1], tmp_path / "again" / "repo")
-    assert world_hash(manifest(tmp_path / "again")) == world_hash(m)
+def test_every_task_hides_its_answer_everywhere_the_agent_can_reach(sample_world):
+    store = sample_world
+    world = World(store.worlds("acme") / "world.sqlite")
+    tasks = store.read("tasks", "acme")
+    assert {t.family for t in tasks} == {"ticket_triage", "commit_link"}
+    for t in tasks:
+        view = world.at(t.cutoff, t.world["hidden"])
+        if t.family == "commit_link":
+            for sha in t.reference["fix_shas"]:
+                assert view.token_hits(sha[:7]) == [] and sha[:7] not in t.prompt
+            assert verify_view(store.worlds("acme") / "views" / t.world["git"]["view"],
+                               needed_commits=t.reference["fix_shas"]) == []
+        else:
+            key = t.reference["actions"][0]["key"]
+            shown, filed = view.issue(key)["fields"], t.reference["filed"]
+            # the page shows the issue as filed, not as triaged
+            assert (shown.get("issuetype"), shown.get("priority"), shown.get("components") or []) == \
+                (filed["type"], filed["priority"], filed["components"])
+            assert filed != {k: t.reference["after_triage"].get(k, filed[k]) for k in filed}
+
+
+def test_commit_link_withholds_only_the_documents_that_name_the_fix(sample_world):
+    """The sample's chat and mail name fixing commits by SHA: those messages, and only those, are withheld."""
+    store = sample_world
+    world = World(store.worlds("acme") / "world.sqlite")
+    for t in (t for t in store.read("tasks", "acme") if t.family == "commit_link"):
+        full = world.at(t.cutoff)
+        naming = {h["event_id"] for s in t.reference["fix_shas"] for h in full.token_hits(s[:7], limit=500)}
+        assert set(t.world["hidden"]) == naming and t.reference["withheld"] == len(naming)
+
+
+def _ctx(store, items=()):
+    return BuildContext("acme", {}, list(items), store.worlds("acme"), DatasetConfig(ner_model=""),
+                        world=World(store.worlds("acme") / "world.sqlite"))
+
+
+def _item():
+    return WorkItem(item_id="i1", dataset="acme", kind="issue", thread_key="CORE-1", request_event_id="e",
+                    ts=T0, lineage=["e"])
+
+
+def test_seal_rejects_a_draft_whose_answer_is_reachable(sample_world):
+    import re
+
+    store = sample_world
+    world = World(store.worlds("acme") / "world.sqlite")
+    later = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+    # a commit SHA as the world's text names it (translated to the world's history)
+    native, token = next((n, m.group(0)) for n, text in world.at(later).texts()
+                         for m in [re.search(r"\b[0-9a-f]{7,40}\b", text)] if m and n.endswith("message-id.invalid"))
+    naming = [h["event_id"] for h in world.at(later).token_hits(token, limit=100)]
+    rubric = Rubric(checks=[CheckSpec(id="a", check="sha_equals", weight=1, args={"expected": [token]})])
+    fam = families()["commit_link"]
+    visible = Draft(item=_item(), prompt="Find it.", cutoff=later, reference=[A.Answer(sha=token)], rubric=rubric,
+                    hidden_tokens=[token])
+    in_prompt = Draft(item=_item(), prompt=f"Find {token}.", cutoff=later, reference=[A.Answer(sha=token)],
+                      rubric=rubric, hidden_tokens=[token], hidden_events=naming)
+    withheld = Draft(item=_item(), prompt="Find it.", cutoff=later, reference=[A.Answer(sha=token)], rubric=rubric,
+                     hidden_tokens=[token], hidden_events=naming)
+    ctx = _ctx(store)
+    problem = hidden_fact_problems(ctx.view(later), visible)[0]
+    assert f"names the hidden value {token!r}" in problem
+    assert hidden_fact_problems(ctx.view(later, in_prompt.hidden_events), in_prompt) == [
+        f"the prompt names the hidden value {token!r}"]
+    out = list(seal(ctx, fam, [visible, in_prompt, withheld]))
+    assert [type(o).__name__ for o in out] == ["Rejection", "Rejection", "Task"]
+    assert out[0].reason == "the answer is reachable in the world"
+
+
+def test_seal_rejects_a_text_the_world_repeats(sample_world):
+    store = sample_world
+    world = World(store.worlds("acme") / "world.sqlite")
+    mails = [e for e in store.iter("anonymized_events", "acme") if e.kind == "email" and len((e.body or "").split()) > 20]
+    mail = next(m for m in mails  # one whose words appear nowhere else
+                if [h["event_id"] for h in world.at(m.ts).phrase_hits(m.body.split()[:8], 5)] == [m.event_id])
+    rubric = Rubric(checks=[CheckSpec(id="a", check="sha_equals", weight=1, args={"expected": ["abcdef1"]})])
+    d = Draft(item=_item(), prompt="Reply.", cutoff=mail.ts, reference=[A.Answer(sha="abcdef1")], rubric=rubric,
+              hidden_texts=[mail.body])
+    problems = hidden_fact_problems(_ctx(store).view(mail.ts), d)
+    assert problems and "repeats the hidden text" in problems[0]
+    assert hidden_fact_problems(_ctx(store).view(mail.ts, [mail.event_id]), d) == []
+
+
+def test_seal_proves_the_reference_and_refuses_a_rubric_nothing_passes(sample_world):
+    store = sample_world
+    fam = families()["commit_link"]
+    wrong = Draft(item=_item(), prompt="p", cutoff=T0, reference=[A.Answer(sha="abcdef1")],
+                  rubric=Rubric(checks=[CheckSpec(id="a", check="sha_equals", weight=1, args={"expected": ["1234567"]})]))
+    (out,) = seal(_ctx(store), fam, [wrong])
+    assert out.reason == "reference does not pass its own rubric"
+    ok = Draft(item=_item(), prompt="p", cutoff=T0, reference=[A.Answer(sha="abcdef1")],
+               rubric=Rubric(checks=[CheckSpec(id="a", check="sha_equals", weight=1, args={"expected": ["abcdef1"]})]))
+    (task,) = seal(_ctx(store), fam, [ok])
+    assert isinstance(task, Task) and task.reference["actions"] == [{"tool": "answer", "sha": "abcdef1"}]
+    (again,) = seal(_ctx(store), fam, [ok])
+    assert again.task_id == task.task_id  # content-addressed
+
+
+def _commit_event(native, ts, subject, files):
+    return Event(event_id=event_id("acme", "git", native), dataset="acme", source="git", kind="commit",
+                 native_id=native, ts=ts, title=subject, body=subject,
+                 attrs={"repo": "repo", "files": [{"path": f} for f in files]})
+
+
+def test_commit_link_refuses_answers_a_grep_finds(sample_world):
+    store = sample_world
+    issue = Event(event_id=event_id("acme", "jira", "CORE-900"), dataset="acme", source="jira", kind="issue_created",
+                  native_id="CORE-900", thread_key="CORE-900", ts=T0, title="Crash when exporting large reports")
+    by_name = _commit_event("a" * 40, T0, "Handle big exports", ["test/apps/CORE-900/case.js"])
+    by_subject = _commit_event("b" * 40, T0, "CORE-900: crash when exporting large reports", ["src/export.js"])
+    fam = families()["commit_link"]
+    for fix, reason in ((by_name, "the fix's files are named after the issue key"),
+                        (by_subject, "the fix's subject repeats the issue summary")):
+        item = WorkItem(item_id="x", dataset="acme", kind="issue", thread_key="CORE-900", request_event_id=issue.event_id,
+                        ts=T0, lineage=[issue.event_id], attrs={"fix_shas": [fix.native_id]})
+        ctx = BuildContext("acme", {issue.event_id: issue, fix.event_id: fix}, [item], store.worlds("acme"),
+                           DatasetConfig(ner_model=""), repos={"repo": {"sha_map": {fix.native_id: "c" * 40},
+                                                                        "slug": "repo", "path": ""}})
+        (out,) = fam.build(ctx)
+        assert out.reason == reason

@@ -53,11 +53,13 @@ def test_duckdb_catalog_sees_every_table(tmp_path):
 
 
 def _task(tmp_path, i, text="Fix the cache"):
-    world = tmp_path / "worlds" / "d" / f"w{i}"
-    world.mkdir(parents=True)
-    (world / "issue.json").write_text(json.dumps({"summary": text}))
+    from environments.world import build_world
+
+    world = tmp_path / "worlds" / "d"
+    world.mkdir(parents=True, exist_ok=True)
+    build_world([ev(i, body=text)], world / "world.sqlite", f"k{i}")
     return Task(task_id=f"t{i}", dataset="d", family="ticket_triage", item_id=f"i{i}", prompt=text, cutoff=T0,
-                world={"dir": f"w{i}", "files": {}}, world_hash=f"h{i}", reference={"outbox": []},
+                world={"cutoff": T0.isoformat()}, world_hash=f"h{i}", reference={"actions": []},
                 rubric={"checks": []}, lineage=["e1"])
 
 
@@ -70,10 +72,10 @@ def test_publish_is_deterministic_and_loadable(tmp_path):
     assert b.path == a.path and not b.created
     ds = load_dataset(tmp_path / "pub" / "d")
     assert [t["task_id"] for t in ds.tasks()] == ["t1", "t2"]
-    assert ds.world("t1").joinpath("issue.json").exists()
+    assert (a.path / "world" / "documents.jsonl").read_text().count("\n") == 1  # one world for every task
     assert pq.read_table(a.path / "tasks.parquet").num_rows == 2
     assert {p: (a.path / p).read_bytes() for p in first} == first
-    (a.path / "worlds" / "t1" / "issue.json").write_text("{}")
+    (a.path / "world" / "documents.jsonl").write_text("{}")
     with pytest.raises(DatasetError, match="sha256"):
         load_dataset(a.path)
 
