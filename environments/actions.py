@@ -206,7 +206,8 @@ class JiraUpdate(Tool):
     kind: ClassVar = "write"
     positional: ClassVar = ("key",)
     flags: ClassVar = {"components": "--component"}
-    examples: ClassVar = ("company jira update PROJ-123 --type Bug --priority Major --component API --assignee 'Ann Lee'",
+    examples: ClassVar = ("company jira update PROJ-123 --type Bug --priority Major --component API "
+                          "--assignee 'Ann Lee'",
                           "company jira update PROJ-123 --duplicate-of PROJ-99")
 
     @field_validator("key", "duplicate_of")

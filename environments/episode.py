@@ -110,7 +110,8 @@ class Episode:
             cmd = f"sh -c {shlex.quote(SETUP_SCRIPT)} setup {shlex.quote(self.session.path_of(GIT_TARGET))} {home}"
             r = self.session.exec(cmd, timeout_s=300, kill_others=False)
             if r.exit_code != 0:
-                raise SandboxError(f"could not make the task's repositories: {r.status_line()}: {r.stderr.strip()[-300:]}")
+                raise SandboxError(f"could not make the task's repositories: {r.status_line()}: "
+                                   f"{r.stderr.strip()[-300:]}")
 
     def exec(self, command: str, *, timeout_s: float = 120, env: dict | None = None) -> ExecResult:
         assert self.session is not None, "use the episode as a context manager"

@@ -170,7 +170,8 @@ class ToolServer:
     def _jira_show(self, c: A.JiraShow) -> Result:
         issue = self._issue(c.key)
         lines = [f"{issue['key']}: {issue['summary']}", f"  created: {issue['created']} by {issue['reporter']}"]
-        lines += [f"  {k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in sorted(issue["fields"].items())]
+        lines += [f"  {k}: {', '.join(map(str, v)) if isinstance(v, list) else v}"
+                  for k, v in sorted(issue["fields"].items())]
         if issue["description"]:
             lines += ["", "description:", issue["description"]]
         for h in issue["history"]:
@@ -233,7 +234,8 @@ class ToolServer:
 
     def _mail_read(self, c: A.MailRead) -> Result:
         m = self._message(c.message_id)
-        replies = [r for r in self._episode_mails() if r.get("thread") == m.get("thread") and r["message_id"] != m["message_id"]]
+        replies = [r for r in self._episode_mails()
+                   if r.get("thread") == m.get("thread") and r["message_id"] != m["message_id"]]
         thread = m.get("thread_messages", []) + [{"message_id": r["message_id"], "subject": r["subject"],
                                                   "from": r["from"], "date": r["date"]} for r in replies]
         lines = [f"Message-ID: {m['message_id']}", f"From: {m['from']}", f"To: {', '.join(m['to'])}"]
@@ -276,7 +278,8 @@ class ToolServer:
     def _slack_search(self, c: A.SlackSearch) -> Result:
         words = {w.casefold() for w in c.query.split()}
         own = [dict(p, channel=e.action.channel) for e in self._mine(A.SlackPost) for p in [e.effect["post"]]
-               if words & {w.casefold() for w in p["text"].split()} and (not c.channel or e.action.channel == c.channel)]
+               if words & {w.casefold() for w in p["text"].split()}
+               and (not c.channel or e.action.channel == c.channel)]
         hits = [{"channel": p["channel"], "ts": p["ts"], "author": p["author"], "date": p["date"],
                  "thread_ts": p["thread_ts"], "match": p["text"][:200]} for p in own]
         hits += self._need_view().chat_search(c.query, c.limit, c.channel)
@@ -284,8 +287,8 @@ class ToolServer:
             return Result(f"no message matches {c.query!r}", {"results": [], "empty": True})
         hits = hits[:c.limit]
         return Result("\n".join(f"#{h['channel']} {h['date']} ts={h['ts']}"
-                                f"{' thread=' + h['thread_ts'] if h.get('thread_ts') else ''} {h['author']}: {h['match']}"
-                                for h in hits), {"results": hits})
+                                f"{' thread=' + h['thread_ts'] if h.get('thread_ts') else ''} "
+                                f"{h['author']}: {h['match']}" for h in hits), {"results": hits})
 
     def _slack_channels(self, c: A.SlackChannels) -> Result:
         chans = self._need_view().channels()

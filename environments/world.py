@@ -385,7 +385,8 @@ class WorldView:
         state = issue_state(fields, [(r["ts"], json.loads(r["meta"])) for r in everything if r["cls"] == "change"],
                             self.t, title=head["title"], body=head["body"])
         comments = [{"id": r["native_id"], "author": r["author"], "created": _iso(r["ts"]),
-                     "body": (r["body"] or "")[:MAX_BODY]} for r in thread if r["cls"] == "comment" and r["ts"] <= self.t]
+                     "body": (r["body"] or "")[:MAX_BODY]}
+                    for r in thread if r["cls"] == "comment" and r["ts"] <= self.t]
         history = [{"at": _iso(r["ts"]), "by": r["author"], **{k: v for k, v in json.loads(r["meta"]).items()
                                                                if k in ("field", "fromString", "toString", "event")}}
                    for r in changes if r["ts"] <= self.t]

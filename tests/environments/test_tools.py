@@ -216,8 +216,8 @@ def test_cli_calls_and_exit_codes(served):
     assert r.returncode == 0 and r.stdout.startswith("recorded #1")
     assert company(sock, "jira", "comment", "PROJ-1", "--body", "-", stdin="From stdin.\n").returncode == 0
     bad = company(sock, "answer", "--sha", "nothex")
-    assert bad.returncode == 2 and bad.stderr.strip() == "company: answer: sha: 'nothex' is not a commit SHA (4 to 64 " \
-        "hex digits)"
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == "company: answer: sha: 'nothex' is not a commit SHA (4 to 64 hex digits)"
     assert company(sock, "jira", "nosuchverb").returncode == 2
     assert [type(e.action) for e in s.actions] == [A.JiraUpdate, A.JiraComment]
     assert s.actions[1].action.body == "From stdin."

@@ -13,8 +13,8 @@ from pipelines.resources import ExportsResource
 def test_definitions_load_with_every_stage_and_check():
     Definitions.validate_loadable(defs)
     keys = {k.to_user_string() for a in STAGES for k in a.keys}
-    assert keys == {"raw_events", "identities", "anonymized_events", "links", "work_items", "clusters", "world", "tasks",
-                    "validations", "published_dataset"}
+    assert keys == {"raw_events", "identities", "anonymized_events", "links", "work_items", "clusters", "world",
+                    "tasks", "validations", "published_dataset"}
     graph = defs.resolve_asset_graph()
     assert {c.name for c in graph.asset_check_keys} == {"events_schema", "quarantine_rate", "anonymized_leaks",
                                                         "work_item_lineage", "splits_leakage_safe",

@@ -151,7 +151,8 @@ def test_seal_rejects_a_draft_whose_answer_is_reachable(sample_world):
 def test_seal_rejects_a_text_the_world_repeats(sample_world):
     store = sample_world
     world = World(store.worlds("acme") / "world.sqlite")
-    mails = [e for e in store.iter("anonymized_events", "acme") if e.kind == "email" and len((e.body or "").split()) > 20]
+    mails = [e for e in store.iter("anonymized_events", "acme")
+             if e.kind == "email" and len((e.body or "").split()) > 20]
     mail = next(m for m in mails  # one whose words appear nowhere else
                 if [h["event_id"] for h in world.at(m.ts).phrase_hits(m.body.split()[:8], 5)] == [m.event_id])
     rubric = Rubric(checks=[CheckSpec(id="a", check="sha_equals", weight=1, args={"expected": ["abcdef1"]})])
@@ -166,7 +167,8 @@ def test_seal_proves_the_reference_and_refuses_a_rubric_nothing_passes(sample_wo
     store = sample_world
     fam = families()["commit_link"]
     wrong = Draft(item=_item(), prompt="p", cutoff=T0, reference=[A.Answer(sha="abcdef1")],
-                  rubric=Rubric(checks=[CheckSpec(id="a", check="sha_equals", weight=1, args={"expected": ["1234567"]})]))
+                  rubric=Rubric(checks=[CheckSpec(id="a", check="sha_equals", weight=1,
+                                                  args={"expected": ["1234567"]})]))
     (out,) = seal(_ctx(store), fam, [wrong])
     assert out.reason == "reference does not pass its own rubric"
     ok = Draft(item=_item(), prompt="p", cutoff=T0, reference=[A.Answer(sha="abcdef1")],
@@ -192,8 +194,9 @@ def test_commit_link_refuses_answers_a_grep_finds(sample_world):
     fam = families()["commit_link"]
     for fix, reason in ((by_name, "the fix's files are named after the issue key"),
                         (by_subject, "the fix's subject repeats the issue summary")):
-        item = WorkItem(item_id="x", dataset="acme", kind="issue", thread_key="CORE-900", request_event_id=issue.event_id,
-                        ts=T0, lineage=[issue.event_id], attrs={"fix_shas": [fix.native_id]})
+        item = WorkItem(item_id="x", dataset="acme", kind="issue", thread_key="CORE-900",
+                        request_event_id=issue.event_id, ts=T0, lineage=[issue.event_id],
+                        attrs={"fix_shas": [fix.native_id]})
         ctx = BuildContext("acme", {issue.event_id: issue, fix.event_id: fix}, [item], store.worlds("acme"),
                            DatasetConfig(ner_model=""), repos={"repo": {"sha_map": {fix.native_id: "c" * 40},
                                                                         "slug": "repo", "path": ""}})
