@@ -1,8 +1,9 @@
 """Replay tasks in a sandbox and decide whether each is valid.
 
 A task is valid when, in its own world (an episode: the task's tool server and repositories in a sandbox
-session), replaying its reference through the `company` CLI (the oracle) scores >= 0.99 on every repeat and
-doing nothing (the null run) scores <= 0.05 on every repeat (DESIGN.md, Validation 1, 2 and 4).
+session), replaying its reference through the `company` CLI (the oracle) scores >= 0.99 on every repeat,
+doing nothing (the null run) scores <= 0.05 on every repeat (DESIGN.md, Validation 1, 2 and 4), and every
+probe the family declared (a cheap or wrong outcome) scores under its threshold (Validation 3).
 Infrastructure failures (the sandbox could not run, our own replay timed out) are recorded apart from task
 failures and never counted as a score. An agent is graded on the actions it recorded, however it ended.
 """
@@ -35,12 +36,27 @@ def oracle_command(task: Task) -> str:
     return " && ".join(c.cli() for c in reference_calls(task)) or "true"
 
 
+def probe_commands(task: Task) -> list[tuple[str, str, float]]:
+    """(run kind `probe:<name>`, shell command, the score it must stay under) of every probe of the task."""
+    out = []
+    for p in task.reference.get("probes") or []:
+        if p.get("command") is not None:
+            command = p["command"]
+        else:
+            command = " && ".join(A.CALL.validate_python(a).cli() for a in p.get("actions") or []) or "true"
+        out.append((f"probe:{p['name']}", command, float(p.get("max", 0.5))))
+    return out
+
+
 def agent_command(task: Task, agent: str) -> tuple[str, str]:
     """(run kind, shell command) for `oracle`, `null`, or any other shell command."""
     if agent == "oracle":
         return "oracle", oracle_command(task)
     if agent == "null":
         return "null", NULL_COMMAND
+    for kind, command, _ in probe_commands(task):
+        if agent == kind:
+            return kind, command
     return "agent", agent
 
 
@@ -50,7 +66,7 @@ def run_once(task: Task, worlds_dir: Path, sandbox, run_kind: str, command: str,
     vid = content_hash("validation", task.task_id, run_kind, attempt, command)[:32]
     base = dict(validation_id=vid, task_id=task.task_id, dataset=task.dataset, run_kind=run_kind, attempt=attempt,
                 sandbox=sandbox.kind)
-    reference = run_kind in ("oracle", "null")
+    reference = run_kind in ("oracle", "null") or run_kind.startswith("probe:")
     try:
         with Episode(worlds_dir, task.world, sandbox, deadline_s=timeout_s + 300) as ep:
             result = ep.exec(command, timeout_s=timeout_s)
@@ -85,17 +101,27 @@ class Verdict:
 
 def validate(task: Task, worlds_dir: Path, sandbox, repeats: int = 3,
              progress: Callable[[str], None] | None = None) -> Verdict:
-    """Oracle and null, `repeats` times each; any failure or variance rejects the task with a reason."""
+    """Oracle and null `repeats` times each, every probe once; any failure, variance or probe that passes
+    rejects the task with a reason."""
     runs: list[Validation] = []
-    for kind, command in (("oracle", oracle_command(task)), ("null", NULL_COMMAND)):
-        for attempt in range(repeats):
+    limits = {}
+    plan = [("oracle", oracle_command(task), repeats), ("null", NULL_COMMAND, repeats)]
+    for kind, command, limit in probe_commands(task):
+        plan.append((kind, command, 1))
+        limits[kind] = limit
+    for kind, command, times in plan:
+        for attempt in range(times):
             runs.append(run_once(task, worlds_dir, sandbox, kind, command, attempt))
             if progress:
                 progress(kind)
-    return Verdict(task.task_id, *judge(runs), runs)
+    return Verdict(task.task_id, *judge(runs, limits), runs)
 
 
-def judge(runs: list[Validation]) -> tuple[bool, str]:
+def probe_limits(task: Task) -> dict[str, float]:
+    return {kind: limit for kind, _, limit in probe_commands(task)}
+
+
+def judge(runs: list[Validation], probe_max: dict[str, float] | None = None) -> tuple[bool, str]:
     infra = [r for r in runs if r.error_class in ("infra", "timeout")]
     if infra:
         return False, f"infra: {infra[0].error_class}: {infra[0].message[:200]}"
@@ -110,4 +136,10 @@ def judge(runs: list[Validation]) -> tuple[bool, str]:
         return False, f"oracle scored {min(oracle, default=None)} (< {ORACLE_MIN})"
     if not null or max(null) > NULL_MAX:
         return False, f"null scored {max(null, default=None)} (> {NULL_MAX})"
-    return True, "oracle and null as expected on every repeat"
+    for r in runs:
+        if r.run_kind.startswith("probe:"):
+            limit = (probe_max or {}).get(r.run_kind, 0.5)
+            if r.score is None or r.score >= limit:
+                return False, f"probe passes: {r.run_kind[6:]} scored {r.score} (>= {limit})"
+    probes = sum(1 for r in runs if r.run_kind.startswith("probe:"))
+    return True, "oracle and null as expected on every repeat" + (f", {probes} probes fail" if probes else "")

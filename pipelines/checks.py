@@ -87,7 +87,7 @@ def oracle_and_null(context: AssetCheckExecutionContext, warehouse: WarehouseRes
     from taskmine import flow
 
     store, ds = warehouse.store(), context.partition_key
-    verdicts = flow.verdicts_by_task(store.read("validations", ds))
+    verdicts = flow.verdicts_by_task(store.read("validations", ds), store.read("tasks", ds))
     tasks = store.read("tasks", ds)
     missing = [t.task_id for t in tasks if t.task_id not in verdicts]
     infra = [tid for tid, (_, reason) in verdicts.items() if reason.startswith("infra")]

@@ -427,7 +427,7 @@ def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress:
                      f"{'ok' if verdict.valid else verdict.reason}")
     # images no current task (of any dataset in this home) uses any more
     pruned = sandbox.prune({t.world_hash for ds in store.datasets("tasks") for t in store.iter("tasks", ds)})
-    verdicts = verdicts_by_task(rows)
+    verdicts = verdicts_by_task(rows, all_tasks)
     rejected = [Rejection(dataset=dataset, stage="validated", family=t.family, subject_id=t.task_id,
                           reason=verdicts[t.task_id][1].split(":")[0], detail=verdicts[t.task_id][1])
                 for t in all_tasks if t.task_id in verdicts and not verdicts[t.task_id][0]]
@@ -439,11 +439,13 @@ def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress:
                        [{"task": r.subject_id[:12], "reason": r.detail[:100]} for r in rejected[:5]])
 
 
-def verdicts_by_task(rows: list[Validation]) -> dict[str, tuple[bool, str]]:
+def verdicts_by_task(rows: list[Validation], tasks: Iterable[Task] = ()) -> dict[str, tuple[bool, str]]:
+    """task id -> (valid, reason) from its stored runs (`tasks` give the probes' thresholds)."""
+    limits = {t.task_id: replay.probe_limits(t) for t in tasks}
     by_task: dict[str, list[Validation]] = {}
     for v in rows:
         by_task.setdefault(v.task_id, []).append(v)
-    return {tid: replay.judge(vs) for tid, vs in by_task.items()}
+    return {tid: replay.judge(vs, limits.get(tid)) for tid, vs in by_task.items()}
 
 
 # --- 7. publish --------------------------------------------------------------------------------------
@@ -457,7 +459,7 @@ def secrets(text: str) -> Iterable[str]:
 
 def funnel(store: Store, dataset: str) -> dict[str, int]:
     all_tasks = store.read("tasks", dataset)
-    verdicts = verdicts_by_task(store.read("validations", dataset))
+    verdicts = verdicts_by_task(store.read("validations", dataset), all_tasks)
     rej = Counter(r.stage for r in store.read("rejections", dataset))
     return {"events": store.count("anonymized_events", dataset), "work_items": store.count("work_items", dataset),
             "candidates": len(all_tasks) + rej.get("candidates", 0), "tasks": len(all_tasks),
@@ -500,7 +502,7 @@ def publish(store: Store, dataset: str, config: DatasetConfig | None = None
     with dataset_lock(store.home, dataset, "publish"):
         all_tasks = store.read("tasks", dataset)
         vals = store.read("validations", dataset)
-        verdicts = verdicts_by_task(vals)
+        verdicts = verdicts_by_task(vals, all_tasks)
         valid = [t for t in all_tasks if verdicts.get(t.task_id, (False,))[0]]
         latest = latest_version(store, dataset)
         keep = f"nothing published, LATEST stays at {latest}" if latest else "nothing published"

@@ -86,15 +86,19 @@ def test_funnel_matches_the_ground_truth(pipeline):
     rep = {i.thread_key: placed[i.item_id].representative for i in store.read("work_items", "acme")
            if i.kind == "issue"}
     assert {k for k, r in rep.items() if not r} <= {i["key"] for i in issues if i["duplicate_of"]}
-    assert len(triage) == sum(1 for i in issues if i["triage"] and rep[i["key"]])
-    assert len(link) == sum(1 for i in issues if i["fixing_commits"] and rep[i["key"]])
+    probed = {(r.family, r.subject_id) for r in store.read("rejections", "acme") if r.reason.startswith("a probe")}
+    assert len(triage) + sum(f == "ticket_triage" for f, _ in probed) == \
+        sum(1 for i in issues if i["triage"] and rep[i["key"]])
+    assert len(link) + sum(f == "commit_link" for f, _ in probed) == \
+        sum(1 for i in issues if i["fixing_commits"] and rep[i["key"]])
     ds = load_dataset(pipeline["pub"])
     assert ds.manifest["tasks"] == len(tasks) == ds.table.num_rows
     assert ds.manifest["counts"]["validated"] == len(tasks)
     runs = store.read("validations", "acme")
     assert {v.sandbox for v in runs} == {"docker"}
     assert all(v.image_digest for v in runs)
-    assert len(runs) == 6 * len(tasks)
+    probes = sum(len(t.reference["probes"]) for t in tasks)
+    assert len(runs) == 6 * len(tasks) + probes
 
 
 def test_triage_reference_equals_truth_after_pseudonymization(pipeline):

@@ -11,7 +11,11 @@ Invariants:
 - A builder's reference passes its own rubric (>= 0.99) and doing nothing fails it (<= 0.05), replayed
   through the same tool server the agent uses, before a task exists (DESIGN.md, Convention 8).
 - The task id is the content hash of everything that defines the task, so re-runs give the same id.
-- Families are plug-ins (taskmine.registry, kind "family"; entry point group `taskmine.familys`... see
+- A draft may carry probes: cheap or wrong outcomes (the prompt echoed back, a sibling task's answer, a
+  generic reply, ...), each as tool calls or a shell command, with the score it must stay under. `seal`
+  grades the tool-call probes in process (a probe that passes rejects the draft); validation replays every
+  probe in the sandbox (graders.replay).
+- Families are plug-ins (taskmine.registry, kind "family"; entry point group `taskmine.familys`; see
   `taskmine families list`).
 """
 
@@ -37,6 +41,7 @@ from warehouse.ids import content_hash
 from warehouse.schemas import Event, Rejection, Task, WorkItem
 
 NGRAM = 8          # words in a shingle of a hidden text
+PROBE_MAX = 0.5    # the default score a probe must stay under
 MAX_SHINGLES = 60  # shingles of one hidden text looked up in the world
 
 
@@ -75,7 +80,27 @@ class Draft:
     persona: Persona | None = None
     repos: dict[str, str | None] = field(default_factory=dict)  # world repo -> commit to check out (None: HEAD)
     tools: list[str] | None = None
+    probes: list[Probe] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Probe:
+    """An outcome that must not pass: tool calls (graded like the reference) or a shell command (run in the
+    sandbox like an agent), and the score it must stay under."""
+
+    name: str
+    calls: list[A.Tool] = field(default_factory=list)
+    command: str | None = None
+    max_score: float = PROBE_MAX
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"name": self.name, "max": self.max_score}
+        if self.command is not None:
+            out["command"] = self.command
+        else:
+            out["actions"] = [c.model_dump(mode="json", exclude_none=True) for c in self.calls]
+        return out
 
 
 class Family(ABC):
@@ -135,6 +160,12 @@ def seal(ctx: BuildContext, family: Family, drafts: list[Draft]) -> Iterator[Tas
             continue
         if null.score is None or null.score > 0.05:
             yield family.reject(ctx, d.item, "doing nothing passes the rubric", f"score={null.score}")
+            continue
+        passing = [(p.name, g.score) for p in d.probes if p.command is None
+                   for g in [self_grade(world_view, d, p.calls)[0]] if g.score is None or g.score >= p.max_score]
+        if passing:
+            yield family.reject(ctx, d.item, "a probe passes the rubric",
+                                "; ".join(f"{n} scored {s}" for n, s in passing))
             continue
         yield _task(ctx, family, d, view_id, world_view)
 
@@ -212,11 +243,12 @@ def _show(token: str) -> str:
     return f"the hidden value {token[:12]!r}" if len(token) <= 64 else "a hidden value"
 
 
-def self_grade(view: WorldView | None, d: Draft):
-    """(oracle grade, null grade): the reference replayed through an in-process tool server; nothing."""
+def self_grade(view: WorldView | None, d: Draft, calls: list[A.Tool] | None = None):
+    """(oracle grade, null grade): the reference (or `calls`) replayed through an in-process tool server;
+    nothing."""
     server = ToolServer(view, persona=d.persona, tools=set(d.tools) if d.tools is not None else None)
     errors = []
-    for call in d.reference:
+    for call in d.reference if calls is None else calls:
         r = server.call(call.name(), call.arguments())
         if r.error:
             errors.append(r.text)
@@ -246,7 +278,7 @@ def _task(ctx: BuildContext, family: Family, d: Draft, view_id: str, view: World
              "world_key": ctx.world.key() if ctx.world else None, **d.meta.get("world", {})}
     wh = content_hash("world", world)
     reference = {"actions": [c.model_dump(mode="json", exclude_none=True) for c in d.reference],
-                 **{k: v for k, v in d.meta.items() if k != "world"}}
+                 "probes": [p.to_json() for p in d.probes], **{k: v for k, v in d.meta.items() if k != "world"}}
     body = {"dataset": ctx.dataset, "family": family.name, "item": d.item.item_id, "prompt": d.prompt,
             "world": wh, "reference": reference, "rubric": d.rubric.model_dump(mode="json")}
     task_id = content_hash("task", body)[:32]

@@ -21,8 +21,9 @@ import re
 from collections.abc import Iterator
 
 from environments.actions import Answer
+from environments.gitworld import GitWorldError, git
 from graders.rubric import CheckSpec, Rubric
-from task_builders.families import BuildContext, Draft, Family, register_family
+from task_builders.families import BuildContext, Draft, Family, Probe, register_family
 from task_builders.world import strip_keys
 from warehouse.schemas import Rejection
 
@@ -96,6 +97,15 @@ class CommitLink(Family):
         rubric = Rubric(checks=[CheckSpec(id="sha", check="sha_equals", weight=1,
                                           criterion="the SHA of the commit that fixed the issue",
                                           args={"expected": refs})])
+        probes = []
+        try:  # guessing the newest commit at the cutoff must not find the fix
+            head = git(ctx.repos[repo]["path"], "rev-list", "-1", "--first-parent",
+                       f"--before={int(cutoff.timestamp())}", "HEAD").strip()
+            if head:
+                probes.append(Probe("newest_commit", [Answer(sha=head)]))
+        except GitWorldError:
+            pass
         return Draft(item=item, prompt=prompt, cutoff=cutoff, reference=[Answer(sha=refs[-1])], rubric=rubric,
+                     probes=probes,
                      hidden_events=naming, hidden_tokens=[r[:7] for r in refs], repos={repo: None},
                      needed_commits=refs, meta={"fix_shas": refs, "repo": repo, "withheld": len(naming)})

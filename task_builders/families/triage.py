@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 from environments.actions import JiraUpdate
 from graders.rubric import CheckSpec, Rubric
-from task_builders.families import BuildContext, Draft, Family, register_family
+from task_builders.families import BuildContext, Draft, Family, Probe, register_family
 from warehouse.schemas import Event, Rejection
 
 FIELDS = {"issuetype": "type", "type": "type", "priority": "priority", "component": "components",
@@ -153,7 +153,12 @@ class TicketTriage(Family):
                                     criterion="the person the issue was assigned to",
                                     args={"key": key, "field": "assignee", "expected": after["assignee"],
                                           "aliases": aliases}))
+        as_filed = {k: v for k, v in (("type", filed["type"]), ("priority", filed["priority"]),
+                                      ("components", filed["components"] or None), ("assignee", filed["assignee"]))
+                    if v}
+        # confirming the values it was filed with must not pass: the task is about what the team changed
+        probes = [Probe("as_filed", [JiraUpdate(key=key, **as_filed)], max_score=0.75)] if as_filed else []
         return Draft(item=item, prompt=prompt, cutoff=issue.ts, reference=[JiraUpdate(key=key, **fields)],
-                     rubric=Rubric(checks=checks),
+                     rubric=Rubric(checks=checks), probes=probes,
                      hidden_events=[c.event_id for c in changes if c.ts > issue.ts],
                      meta={"after_triage": {**fields}, "filed": filed})
