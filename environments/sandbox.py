@@ -546,7 +546,8 @@ class Sandbox(ABC):
 
 
 class DockerSandbox(Sandbox):
-    """The real sandbox: a hardened container per session, from a per-task image (see module docstring)."""
+    """The real sandbox: a hardened container per session on the base image (or a task's environment image), the
+    world mounted read-only (see the module docstring)."""
 
     kind = "docker"
 
@@ -694,14 +695,30 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+def _register() -> None:
+    """The built-in sandbox backends (kind "sandbox" of taskmine.registry); third parties add theirs, e.g. a
+    Kubernetes backend, through the `taskmine.sandboxes` entry point group."""
+    from taskmine.registry import registry
+
+    reg = registry("sandbox")
+    reg.add("docker", DockerSandbox, "builtin:environments.sandbox")
+    reg.add("local", LocalSandbox, "builtin:environments.sandbox")
+
+
+_register()
+
+
 def home_label(home: Path) -> str:
     """The `taskmine.home` label of the images built for one TASKMINE_HOME (what `prune` may remove)."""
     return hashlib.sha256(str(Path(home).resolve()).encode()).hexdigest()[:16]
 
 
 def get_sandbox(kind: str = "auto", home: Path | None = None) -> Sandbox:
-    """The sandbox for `kind`: "docker", "local", or "auto" (docker if a daemon answers within ~2 s).
-    `home` labels the images a Docker sandbox builds, so that home's runs can prune them."""
+    """The sandbox for `kind`: "docker", "local", "auto" (docker if a daemon answers within ~2 s), or any
+    registered backend (`taskmine sandboxes list`). `home` labels the images a Docker sandbox builds, so that
+    home's runs can prune them."""
+    from taskmine.registry import registry
+
     if kind == "local":
         return LocalSandbox()
     if kind in ("docker", "auto"):
@@ -713,4 +730,7 @@ def get_sandbox(kind: str = "auto", home: Path | None = None) -> Sandbox:
                 "(scripts/ci-docker.sh) or use sandbox 'local'"
             )
         return LocalSandbox()
-    raise ValueError(f"unknown sandbox kind {kind!r}; use 'docker', 'local' or 'auto'")
+    known = registry("sandbox").all()
+    if kind in known:
+        return known[kind].obj()
+    raise ValueError(f"unknown sandbox kind {kind!r}; use 'auto' or one of: {', '.join(known)}")

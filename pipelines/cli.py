@@ -24,6 +24,7 @@ EXAMPLES = """examples:
   taskmine extractors list
   taskmine extractors new zendesk_json      # scaffold a connector + fixture + contract test
   taskmine extractors check ~/exports/acme
+  taskmine families list                    # task families; also: checks list, sandboxes list
   taskmine bench ingest --scale 50
   taskmine bench embed --scale 10          # cached embeddings vs plain sentence-transformers
 """
@@ -176,6 +177,28 @@ def cmd_extractors(args) -> int:
     return check_export(Path(args.path))
 
 
+def cmd_plugins(args) -> int:
+    """`taskmine families|checks|sandboxes list`: the registered plug-ins of one kind, where each comes from,
+    and the arguments it takes."""
+    _env(args)
+    from taskmine.registry import registry
+
+    kind = {"families": "family", "checks": "check", "sandboxes": "sandbox"}[args.command]
+    rows = []
+    for name, reg in registry(kind).all().items():
+        args_model = ", ".join(f"{k}{'' if f.is_required() else '?'}" for k, f in reg.args.model_fields.items()) \
+            if reg.args else ""
+        extra = getattr(reg.obj, "check_kind", "") or ", ".join(getattr(reg.obj, "kinds", ()) or ())
+        rows.append((name, extra, args_model, reg.origin, reg.summary))
+    head = ("name", "kind" if kind == "check" else ("reads" if kind == "family" else ""), "arguments", "origin")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
+    for r in [head, *rows]:
+        print("  ".join(f"{v:<{w}}" for v, w in zip(r[:4], widths)).rstrip())
+        if r is not head and r[4]:
+            print(f"    {r[4][:110]}")
+    return 0
+
+
 def cmd_bench(args) -> int:
     _env(args)
     from bench import run as bench_run
@@ -232,6 +255,12 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("path", nargs="?", metavar="PATH|NAME",
                    help="export folder or file (check) or connector name (new)")
     e.set_defaults(fn=cmd_extractors)
+
+    for plural, what in (("families", "task families"), ("checks", "grader checks"),
+                         ("sandboxes", "sandbox backends")):
+        pl = sub.add_parser(plural, help=f"list the registered {what}")
+        pl.add_argument("action", choices=["list"])
+        pl.set_defaults(fn=cmd_plugins)
 
     b = sub.add_parser("bench", help="benchmarks: ingest, anonymize, embed")
     b.add_argument("what", choices=["ingest", "anonymize", "embed"])

@@ -2,7 +2,8 @@
 
 A plug-in is registered explicitly, by name, with a decorator in the module that defines it, and a built-in
 kind lists the modules to import (so `import` order never decides what exists); third-party packages add
-plug-ins through the entry point group of their kind (`taskmine.<kind>s` in their pyproject.toml). A plug-in
+plug-ins through the entry point group of their kind (`taskmine.extractors`, `taskmine.families`,
+`taskmine.checks`, `taskmine.sandboxes` in their pyproject.toml). A plug-in
 may declare a pydantic model for its arguments (`args=`), which callers validate when they build the thing
 that uses it (a rubric validates every check's arguments when it is built, not when it runs).
 
@@ -41,9 +42,9 @@ class Registered(Generic[T]):
 class Registry(Generic[T]):
     """The plug-ins of one kind (see the module docstring)."""
 
-    def __init__(self, kind: str, builtins: tuple[str, ...], check: Callable[[Any], bool] | None = None):
-        self.kind = kind
-        self.group = f"taskmine.{kind}s"
+    def __init__(self, kind: str, plural: str, builtins: tuple[str, ...], check: Callable[[Any], bool] | None = None):
+        self.kind, self.plural = kind, plural
+        self.group = f"taskmine.{plural}"
         self.builtins = builtins
         self.check = check
         self._items: dict[str, Registered[T]] = {}
@@ -95,7 +96,7 @@ class Registry(Generic[T]):
         items = self.all()
         if name not in items:
             raise KeyError(f"no {self.kind} named {name!r}; known: {', '.join(items) or 'none'} "
-                           f"(see `taskmine {self.kind}s list`)")
+                           f"(see `taskmine {self.plural} list`)")
         return items[name]
 
     def validate_args(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -114,20 +115,25 @@ class Registry(Generic[T]):
 
 
 REGISTRIES: dict[str, Registry] = {}
+KINDS = ("extractor", "family", "check", "sandbox")
 
 
 def registry(kind: str) -> Registry:
     """The registry of one kind: extractor, family, check or sandbox."""
     if not REGISTRIES:
         _make()
+    if kind not in REGISTRIES:
+        raise KeyError(f"no plug-in kind {kind!r}; the kinds are: {', '.join(KINDS)}")
     return REGISTRIES[kind]
 
 
 def _make() -> None:
-    REGISTRIES["extractor"] = Registry("extractor", (
+    REGISTRIES["extractor"] = Registry("extractor", "extractors", (
         "extractors.git", "extractors.github", "extractors.email", "extractors.jira", "extractors.slack",
         # scaffold: new built-in extractors are listed above this line
     ))
-    REGISTRIES["family"] = Registry("family", ("task_builders.families.triage", "task_builders.families.commit_link"))
-    REGISTRIES["check"] = Registry("check", ("graders.checks",))
-    REGISTRIES["sandbox"] = Registry("sandbox", ("environments.sandbox",))
+    REGISTRIES["family"] = Registry("family", "families", (
+        "task_builders.families.triage", "task_builders.families.commit_link",
+    ))
+    REGISTRIES["check"] = Registry("check", "checks", ("graders.checks",))
+    REGISTRIES["sandbox"] = Registry("sandbox", "sandboxes", ("environments.sandbox",))

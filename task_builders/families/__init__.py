@@ -15,7 +15,7 @@ Invariants:
   generic reply, ...), each as tool calls or a shell command, with the score it must stay under. `seal`
   grades the tool-call probes in process (a probe that passes rejects the draft); validation replays every
   probe in the sandbox (graders.replay).
-- Families are plug-ins (taskmine.registry, kind "family"; entry point group `taskmine.familys`; see
+- Families are plug-ins (taskmine.registry, kind "family"; entry point group `taskmine.families`; see
   `taskmine families list`).
 """
 
