@@ -1,14 +1,15 @@
 """An episode: one run of an agent (or a replayed reference) in one task's world.
 
 It starts the task's tool server on the host (the world at the task's cutoff, without its hidden events, the
-persona the agent acts as), serves it on a Unix socket in a fresh folder, opens a sandbox session that sees
-that folder at /run/company and the task's git view at /world/git (both read-only), and makes the agent's
-repositories in its home from the view. Closing it ends the session and the server; the action log stays
+persona the agent acts as), serves it on a Unix socket in a fresh folder, packs the task's git view there (its
+repositories as they stood at the cutoff, environments.gitworld), opens a sandbox session that sees the socket
+at /run/company and the view at /world/git (both read-only), and makes the agent's repositories in its home.
+Closing it ends the session and the server; the action log stays
 readable on the episode (`actions`) for the grader, which the agent never reaches.
 
 Invariants:
-- The world is read through `environments.world` at the task's cutoff; nothing is copied per episode
-  but the agent's own work tree (`git checkout` into its home, objects borrowed from the view).
+- The world is read through `environments.world` at the task's cutoff; nothing is stored per episode but
+  its view's pack (deleted with the episode) and the agent's own work tree (objects borrowed from the view).
 - A failure to set the episode up is infrastructure (`SandboxError`), never the agent's score.
 - The socket folder is owned by this process and swept (like sandbox temp roots) when its owner is gone.
 """
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from environments.docker_cli import SandboxError
-from environments.gitworld import SETUP_SCRIPT
+from environments.gitworld import SETUP_SCRIPT, pack_view
 from environments.sandbox import ExecResult, Mount, Sandbox, Session, owner_tag
 from environments.tools import CONTAINER_SOCKET, Persona, ToolServer, ToolSocket
 from environments.world import World
@@ -40,7 +41,8 @@ class TaskWorld:
     hidden: tuple[str, ...] = ()
     persona: Persona | None = None
     tools: tuple[str, ...] | None = None
-    view: str | None = None          # the git view's id under <worlds>/views
+    refs: dict[str, dict[str, str]] = field(default_factory=dict)  # repo slug -> {ref: sha} at the cutoff
+    heads: dict[str, str] = field(default_factory=dict)            # repo slug -> commit checked out
     repos: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -50,7 +52,9 @@ class TaskWorld:
         return cls(cutoff=dt.datetime.fromisoformat(world["cutoff"]), hidden=tuple(world.get("hidden") or ()),
                    persona=Persona(**p) if p else None,
                    tools=tuple(world["tools"]) if world.get("tools") is not None else None,
-                   view=(world.get("git") or {}).get("view"), repos=tuple((world.get("git") or {}).get("repos") or ()),
+                   refs=dict((world.get("git") or {}).get("refs") or {}),
+                   heads=dict((world.get("git") or {}).get("heads") or {}),
+                   repos=tuple((world.get("git") or {}).get("repos") or ()),
                    extra={k: v for k, v in world.items() if k not in ("cutoff", "hidden", "persona", "tools", "git")})
 
 
@@ -95,23 +99,33 @@ class Episode:
         (self._rundir / "owner").write_text(owner_tag() + "\n")
         self._socket = ToolSocket(self.tools, self._rundir / "s").start()
         mounts = [Mount(self._socket.folder, "/run/company")]
-        if self.world.view:
-            folder = self.worlds_dir / "views" / self.world.view
-            if not folder.is_dir():
-                raise SandboxError(f"the task's git view {folder} is missing; re-run the tasks stage")
+        if self.world.refs:
+            folder = pack_view(self._rundir / "git", self._repositories())
             mounts.append(Mount(folder, GIT_TARGET))
         local = self.sandbox.kind == "local"
         env = {"TASKMINE_TOOLS": str(self._socket.path) if local else CONTAINER_SOCKET}
         self.session = self.sandbox.session(None, deadline_s=self.deadline_s, image=self.image, mounts=tuple(mounts),
                                             env=env)
         self.tools.session = self.session
-        if self.world.view:
+        if self.world.refs:
             home = "$HOME"
             cmd = f"sh -c {shlex.quote(SETUP_SCRIPT)} setup {shlex.quote(self.session.path_of(GIT_TARGET))} {home}"
             r = self.session.exec(cmd, timeout_s=300, kill_others=False)
             if r.exit_code != 0:
                 raise SandboxError(f"could not make the task's repositories: {r.status_line()}: "
                                    f"{r.stderr.strip()[-300:]}")
+
+    def _repositories(self) -> dict[str, tuple[Path, dict[str, str], str | None]]:
+        """slug -> (world repository, refs, head) of every repository of the task."""
+        import json
+
+        meta = self.worlds_dir / "world.json"
+        paths = {r.get("slug"): Path(r["path"]) for r in json.loads(meta.read_text())["repos"].values()} \
+            if meta.exists() else {}
+        missing = [s for s in self.world.refs if s not in paths or not paths[s].exists()]
+        if missing:
+            raise SandboxError(f"the world has no repository {missing[0]!r} (re-run the world stage)")
+        return {s: (paths[s], refs, self.world.heads.get(s)) for s, refs in self.world.refs.items()}
 
     def exec(self, command: str, *, timeout_s: float = 120, env: dict | None = None) -> ExecResult:
         assert self.session is not None, "use the episode as a context manager"

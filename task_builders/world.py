@@ -5,7 +5,8 @@
   cached by (anonymized HEAD, the dataset's keys).
 - Its text is every anonymized issue, comment, change, mail and chat message in `world.sqlite`, with SHAs
   named in text translated to the world's repositories.
-- `worlds/<dataset>/world.json` records what was built (repositories, SHA maps raw -> world, sizes).
+- `worlds/<dataset>/world.json` records what was built (repositories by name with their slug and path).
+- A world repository is one delta-compressed pack: tasks record their refs, episodes pack their views.
 
 Invariants: reads anonymized events and rewritten repositories only; idempotent (content keys).
 """
@@ -18,6 +19,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from environments.gitworld import optimize
 from environments.world import build_world, world_key
 from task_builders import gitrewrite
 from task_builders.mining import KEY
@@ -69,7 +71,7 @@ def build(store: Store, dataset: str) -> WorldBuild:
 
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
         docs = con.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
-    (root / "world.json").write_text(json.dumps({"key": key, "repos": {n: {"path": str(r["path"])}
+    (root / "world.json").write_text(json.dumps({"key": key, "repos": {n: {"path": str(r["path"]), "slug": r["slug"]}
                                                                          for n, r in repos.items()}}, indent=1))
     return WorldBuild(path, repos, docs, path.stat().st_size)
 
@@ -88,6 +90,7 @@ def _linkfree(root: Path, name: str, info: dict, keys: set[str]) -> dict:
         shutil.rmtree(dst)
     result = gitrewrite.rewrite(Path(info["path"]), dst, identity=lambda n, e: (n, e),
                                 message=lambda m: strip_keys(m, keys))
+    optimize(dst)  # one delta-compressed pack: what views are packed from (environments.gitworld)
     sha_map = {raw: result.sha_map[a] for raw, a in info["sha_map"].items() if a in result.sha_map}
     state.write_text(json.dumps({"key": key, "sha_map": sha_map}, sort_keys=True))
     return {"path": dst, "sha_map": sha_map, "slug": slug}

@@ -18,6 +18,7 @@ from pathlib import Path
 from extractors import detect
 from extractors.git import GitError
 from extractors.git import repository as git_repository
+from environments.gitworld import optimize
 from graders import replay
 from task_builders import gitrewrite, identity, mining
 from task_builders.anonymize import Anonymizer, Vault, message_ids
@@ -233,6 +234,7 @@ def anonymize_repos(store: Store, dataset: str, dataset_dir: Path, anon: Anonymi
             _remove_rewrites(dst, slug)
             result = gitrewrite.rewrite(src_path, dst, identity=anon.git_identity, message=anon.scrub,
                                         blob=_blob_scrubber(anon))
+            optimize(dst)  # fast-import writes barely compressed packs: one delta-compressed pack instead
         except (gitrewrite.GitRewriteError, GitError) as exc:
             _remove_rewrites(dst, slug)
             broken.append(Quarantine(

@@ -11,6 +11,8 @@ Invariants:
 - A builder's reference passes its own rubric (>= 0.99) and doing nothing fails it (<= 0.05), replayed
   through the same tool server the agent uses, before a task exists (DESIGN.md, Convention 8).
 - The task id is the content hash of everything that defines the task, so re-runs give the same id.
+- A task's repositories are recorded as their refs at the cutoff (environments.gitworld): an episode packs
+  exactly what they reach, so nothing is stored per task but a few SHAs.
 - A draft may carry probes: cheap or wrong outcomes (the prompt echoed back, a sibling task's answer, a
   generic reply, ...), each as tool calls or a shell command, with the score it must stay under. `seal`
   grades the tool-call probes in process (a probe that passes rejects the draft); validation replays every
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from environments import actions as A
-from environments.gitworld import GitWorldError, RepoChain, make_view, verify_view
+from environments.gitworld import Branches, GitWorldError, refs_at, verify_refs
 from environments.tools import Persona, ToolServer
 from environments.world import World, WorldView
 from graders.rubric import Context, Rubric, grade
@@ -139,17 +141,26 @@ def families() -> dict[str, Family]:
 
 
 def seal(ctx: BuildContext, family: Family, drafts: list[Draft]) -> Iterator[Task | Rejection]:
-    """Tasks from drafts: git views at their cutoffs, the hidden-facts check, the self-replay, the id."""
-    views = _views(ctx, drafts)
+    """Tasks from drafts: refs of their repositories at the cutoff, the hidden-facts check (text and git), the
+    self-replay of the reference, the null and the probes, the id."""
+    branches: dict[str, Branches] = {}
     for d in drafts:
-        view_id = views.get(id(d))
-        if isinstance(view_id, Rejection):
-            yield view_id
-            continue
+        git_world, problems = {}, []
+        for repo, head in d.repos.items():
+            info = ctx.repos.get(repo)
+            if info is None:
+                problems.append(f"repository {repo!r} is not in the world")
+                continue
+            try:
+                b = branches.setdefault(repo, Branches.read(Path(info["path"])))
+                refs = refs_at(Path(info["path"]), d.cutoff, b)
+                problems += verify_refs(Path(info["path"]), refs, d.hidden_commits, d.needed_commits, head)
+            except GitWorldError as exc:
+                problems.append(str(exc))
+                continue
+            git_world[info["slug"]] = {"refs": refs, "head": head}
         world_view = ctx.view(d.cutoff, d.hidden_events)
-        problems = hidden_fact_problems(world_view, d)
-        if view_id:
-            problems += verify_view(ctx.world_root / "views" / view_id, d.hidden_commits, d.needed_commits)
+        problems += hidden_fact_problems(world_view, d)
         if problems:
             yield family.reject(ctx, d.item, "the answer is reachable in the world", "; ".join(problems))
             continue
@@ -167,42 +178,7 @@ def seal(ctx: BuildContext, family: Family, drafts: list[Draft]) -> Iterator[Tas
             yield family.reject(ctx, d.item, "a probe passes the rubric",
                                 "; ".join(f"{n} scored {s}" for n, s in passing))
             continue
-        yield _task(ctx, family, d, view_id, world_view)
-
-
-def _views(ctx: BuildContext, drafts: list[Draft]) -> dict[int, str | Rejection]:
-    """Build each repository's pack chain at every cutoff that needs it, then each draft's view."""
-    out: dict[int, str | Rejection] = {}
-    need: dict[str, list[dt.datetime]] = {}
-    for d in drafts:
-        for repo in d.repos:
-            need.setdefault(repo, []).append(d.cutoff)
-    chains: dict[str, RepoChain | Rejection] = {}
-    for repo, cutoffs in need.items():
-        info = ctx.repos.get(repo)
-        if info is None:
-            chains[repo] = Rejection(dataset=ctx.dataset, stage="candidates", family="", subject_id=repo,
-                                     reason="repository not in the world", detail=repo)
-            continue
-        chain = RepoChain(ctx.world_root / "chains" / info["slug"], repo)
-        try:
-            chain.build(Path(info["path"]), cutoffs)
-            chains[repo] = chain
-        except GitWorldError as exc:
-            chains[repo] = Rejection(dataset=ctx.dataset, stage="candidates", family="", subject_id=repo,
-                                     reason="repository could not be cut at the cutoffs", detail=str(exc)[:500])
-    for d in drafts:
-        if not d.repos:
-            out[id(d)] = ""
-            continue
-        bad = next((c for r in d.repos if isinstance(c := chains[r], Rejection)), None)
-        if bad is not None:
-            out[id(d)] = Rejection(**{**bad.model_dump(), "subject_id": d.item.thread_key})
-            continue
-        spec = {ctx.repos[r]["slug"]: (chains[r], chains[r].step(d.cutoff), head) for r, head in d.repos.items()}
-        vid, _ = make_view(ctx.world_root / "views", spec)
-        out[id(d)] = vid
-    return out
+        yield _task(ctx, family, d, git_world)
 
 
 def _words(text: str) -> list[str]:
@@ -260,21 +236,12 @@ def self_grade(view: WorldView | None, d: Draft, calls: list[A.Tool] | None = No
     return oracle, grade(d.rubric, [], context)
 
 
-def _view_refs(folder: Path) -> dict[str, dict[str, str]]:
-    """repo -> {ref: sha} of a view (what a lab needs to rebuild it from the published bundle)."""
-    out = {}
-    for repo in sorted(p for p in folder.iterdir() if (p / "refs").is_file()):
-        out[repo.name] = {ref: sha for sha, ref in (line.split() for line in (repo / "refs").read_text().splitlines()
-                                                    if line.strip())}
-    return out
-
-
-def _task(ctx: BuildContext, family: Family, d: Draft, view_id: str, view: WorldView | None) -> Task:
+def _task(ctx: BuildContext, family: Family, d: Draft, git_world: dict[str, dict]) -> Task:
     world = {"cutoff": d.cutoff.isoformat(), "hidden": sorted(d.hidden_events),
              "persona": d.persona.__dict__ if d.persona else None, "tools": d.tools,
-             "git": {"view": view_id, "repos": sorted(ctx.repos[r]["slug"] for r in d.repos),
-                     "heads": {ctx.repos[r]["slug"]: h for r, h in sorted(d.repos.items()) if h},
-                     "refs": _view_refs(ctx.world_root / "views" / view_id)} if view_id else None,
+             "git": {"repos": sorted(git_world), "refs": {s: g["refs"] for s, g in sorted(git_world.items())},
+                     "heads": {s: g["head"] for s, g in sorted(git_world.items()) if g["head"]}}
+             if git_world else None,
              "world_key": ctx.world.key() if ctx.world else None, **d.meta.get("world", {})}
     wh = content_hash("world", world)
     reference = {"actions": [c.model_dump(mode="json", exclude_none=True) for c in d.reference],

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import CUTOFF, at, make_repo, tiny_events
+from tiny_company import CUTOFF, at, make_repo, tiny_events
 
 from environments import actions as A
 from environments.episode import Episode
-from environments.gitworld import SETUP_SCRIPT, RepoChain, make_view, verify_view
+from environments.gitworld import SETUP_SCRIPT, Branches, optimize, pack_view, refs_at, verify_refs, verify_view
 from environments.sandbox import LocalSandbox
 from environments.tools import MAX_ACTIONS, MAX_LINE, ToolServer, ToolSocket
 from environments.world import build_world, export_documents, fts_query, import_documents
@@ -294,14 +294,15 @@ def test_a_hostile_client_cannot_hurt_the_server(served):
 
 def test_a_view_holds_exactly_the_history_at_its_cutoff(tmp_path):
     shas = make_repo(tmp_path / "src")
-    chain = RepoChain(tmp_path / "chain", "repo")
-    state = chain.build(tmp_path / "src", [CUTOFF, at(3), at(20)])
-    assert [len(s["packs"]) for s in state["steps"]] == [1, 2, 3]  # one pack per step: storage grows with history
-    vid, folder = make_view(tmp_path / "views", {"repo": (chain, chain.step(CUTOFF), None)})
-    assert make_view(tmp_path / "views", {"repo": (chain, chain.step(CUTOFF), None)})[0] == vid
+    optimize(tmp_path / "src")
+    refs = refs_at(tmp_path / "src", CUTOFF)
+    assert refs == {"refs/heads/main": shas["Add the CSV export"]}
     fix = shas["Raise the session pool timeout"]
+    assert verify_refs(tmp_path / "src", refs, hidden=[fix], needed=[shas["Add the login module"]]) == []
+    assert verify_refs(tmp_path / "src", refs, hidden=[shas["Add the login module"]])  # reachable: reported
+    assert verify_refs(tmp_path / "src", refs, needed=[fix])  # not reachable: reported
+    folder = pack_view(tmp_path / "view", {"repo": (tmp_path / "src", refs, None)})
     assert verify_view(folder, hidden_commits=[fix], needed_commits=[shas["Add the CSV export"]]) == []
-    assert verify_view(folder, hidden_commits=[shas["Add the CSV export"]])  # reachable: reported
     home = tmp_path / "home"
     home.mkdir()
     subprocess.run(["sh", "-c", SETUP_SCRIPT, "setup", str(folder), str(home)], check=True)
@@ -312,20 +313,23 @@ def test_a_view_holds_exactly_the_history_at_its_cutoff(tmp_path):
     assert fix not in objects and fix not in git("rev-list", "--all", "--reflog")
     assert git("for-each-ref", "--format=%(refname)").split() == ["refs/heads/main"]
     assert (home / "repo" / "b.py").read_text() == "# Add the CSV export\n"
-    assert os.stat(folder / "repo" / "objects" / "pack").st_nlink >= 2  # hard links, not copies
-    packs = list((folder / "repo" / "objects" / "pack").glob("*.pack"))
-    assert all(p.stat().st_nlink >= 2 for p in packs)
+    assert len(list((folder / "repo" / "objects" / "pack").glob("*.idx"))) == 1  # one pack, indexed on the host
+    assert Branches.read(tmp_path / "src").head == "refs/heads/main"
 
 
 def test_a_view_can_check_out_an_older_commit(tmp_path):
     shas = make_repo(tmp_path / "src")
-    chain = RepoChain(tmp_path / "chain", "repo")
-    chain.build(tmp_path / "src", [CUTOFF])
-    _, folder = make_view(tmp_path / "views", {"repo": (chain, chain.step(CUTOFF), shas["Add the login module"])})
+    refs = refs_at(tmp_path / "src", CUTOFF)
+    folder = pack_view(tmp_path / "view", {"repo": (tmp_path / "src", refs, shas["Add the login module"])})
     home = tmp_path / "home"
     home.mkdir()
     subprocess.run(["sh", "-c", SETUP_SCRIPT, "setup", str(folder), str(home)], check=True)
     assert not (home / "repo" / "b.py").exists()
+
+
+def test_nothing_before_the_first_commit(tmp_path):
+    make_repo(tmp_path / "src")
+    assert refs_at(tmp_path / "src", at(1) - dt.timedelta(days=1)) == {}
 
 
 # --- episodes in a sandbox ---------------------------------------------------------------------------------
@@ -336,10 +340,9 @@ def _episode_world(tmp_path, tiny_world) -> tuple[Path, dict]:
     (worlds).mkdir()
     os.link(tiny_world.path, worlds / "world.sqlite")
     shas = make_repo(tmp_path / "src")
-    chain = RepoChain(worlds / "chains" / "repo", "repo")
-    chain.build(tmp_path / "src", [CUTOFF])
-    vid, _ = make_view(worlds / "views", {"repo": (chain, chain.step(CUTOFF), None)})
-    return worlds, {"cutoff": CUTOFF.isoformat(), "git": {"view": vid, "repos": ["repo"]}, "_shas": shas}
+    (worlds / "world.json").write_text(json.dumps({"repos": {"repo": {"path": str(tmp_path / "src"), "slug": "repo"}}}))
+    refs = refs_at(tmp_path / "src", CUTOFF)
+    return worlds, {"cutoff": CUTOFF.isoformat(), "git": {"repos": ["repo"], "refs": {"repo": refs}}, "_shas": shas}
 
 
 @pytest.mark.parametrize("kind", ["local", pytest.param("docker", marks=pytest.mark.docker)])
@@ -383,7 +386,7 @@ def test_the_task_world_parses(tmp_path):
     from environments.episode import TaskWorld
 
     w = TaskWorld.of({"cutoff": "2021-03-10T12:00:00+00:00", "hidden": ["e1"], "persona": {"name": "Ann Lee"},
-                      "tools": ["answer"], "git": {"view": "v1", "repos": ["repo"]}})
+                      "tools": ["answer"], "git": {"repos": ["repo"], "refs": {"repo": {"refs/heads/main": "ab"}}}})
     assert w.cutoff == dt.datetime(2021, 3, 10, 12, tzinfo=dt.UTC) and w.persona.name == "Ann Lee"
-    assert w.view == "v1" and w.repos == ("repo",) and w.tools == ("answer",)
+    assert w.refs == {"repo": {"refs/heads/main": "ab"}} and w.repos == ("repo",) and w.tools == ("answer",)
     assert json.loads(json.dumps(w.hidden)) == ["e1"]

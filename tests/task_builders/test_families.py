@@ -3,7 +3,7 @@ import datetime as dt
 import pytest
 
 from environments import actions as A
-from environments.gitworld import verify_view
+from environments.gitworld import verify_refs
 from environments.world import World
 from graders.rubric import CheckSpec, Rubric
 from task_builders.config import DatasetConfig
@@ -89,8 +89,9 @@ def test_every_task_hides_its_answer_everywhere_the_agent_can_reach(sample_world
         if t.family == "commit_link":
             for sha in t.reference["fix_shas"]:
                 assert view.token_hits(sha[:7]) == [] and sha[:7] not in t.prompt
-            assert verify_view(store.worlds("acme") / "views" / t.world["git"]["view"],
-                               needed_commits=t.reference["fix_shas"]) == []
+            (repo,) = t.world["git"]["refs"]
+            path = store.worlds("acme") / "git" / f"{repo}.git"
+            assert verify_refs(path, t.world["git"]["refs"][repo], needed=t.reference["fix_shas"]) == []
         else:
             key = t.reference["actions"][0]["key"]
             shown, filed = view.issue(key)["fields"], t.reference["filed"]
