@@ -26,4 +26,8 @@ def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False
         from bench.embed import bench_embed
 
         return bench_embed(scale, out)
-    raise ValueError(f"unknown benchmark {what!r}; choose: ingest, anonymize, embed")
+    if what == "worlds":
+        from bench.worlds import bench_worlds
+
+        return bench_worlds(scale if scale != 50 else 5, out)
+    raise ValueError(f"unknown benchmark {what!r}; choose: ingest, anonymize, embed, worlds")

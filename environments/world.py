@@ -28,6 +28,7 @@ import json
 import re
 import sqlite3
 import threading
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from typing import Any
 from warehouse.ids import content_hash
 from warehouse.schemas import Event
 
-WORLD_VERSION = 1
+WORLD_VERSION = 2
 UTC = dt.UTC
 
 # What each event kind is in the world. A new connector whose events use these kinds is served as is.
@@ -68,19 +69,28 @@ MAX_BODY = 20_000
 MAX_SNIPPET = 300
 _HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
 _WORD = re.compile(r"\w+", re.UNICODE)
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)  # what the unicode61 tokenizer keeps as one token
 
+# Storage (a world must stay within about 2x its anonymized events): documents are sorted by thread and time
+# and their bodies and metadata compressed together in blocks of about BLOCK bytes (zlib level 9), so a reply
+# that quotes its thread compresses against it (per-document compression left mail archives at 2.5x their
+# Parquet events); the full-text index keeps no positions (detail=none, contentless). Without positions FTS5
+# has no phrase queries: `phrase_hits` finds candidates with an AND query and checks the words in the text,
+# and snippets are cut in Python. Reading a document decompresses its block (cached per thread).
+BLOCK = 128 * 1024
 SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE docs(
-    id INTEGER PRIMARY KEY, event_id TEXT UNIQUE, cls TEXT, kind TEXT, source TEXT, native_id TEXT,
-    thread TEXT, parent TEXT, ts REAL, author TEXT, author_handle TEXT, place TEXT,
-    title TEXT, body TEXT, meta TEXT);
-CREATE INDEX docs_thread ON docs(thread, ts);
-CREATE INDEX docs_cls_ts ON docs(cls, ts);
+    id INTEGER PRIMARY KEY, event_id BLOB, cls TEXT, kind TEXT, source TEXT, native_id TEXT,
+    thread TEXT, parent BLOB, ts REAL, author TEXT, author_handle TEXT, place TEXT, chat_ts TEXT,
+    chat_thread TEXT, title TEXT, block INTEGER, start INTEGER, size INTEGER);
+CREATE TABLE blocks(id INTEGER PRIMARY KEY, data BLOB);
+CREATE INDEX docs_thread ON docs(thread);
 CREATE INDEX docs_native ON docs(native_id);
-CREATE INDEX docs_place ON docs(cls, place, ts);
-CREATE VIRTUAL TABLE fts USING fts5(title, body, content='docs', content_rowid='id',
+CREATE INDEX docs_place ON docs(place, ts);
+CREATE VIRTUAL TABLE fts USING fts5(title, body, content='', detail=none,
                                     tokenize='unicode61 remove_diacritics 2');
+CREATE TEMP TABLE staging(n INTEGER PRIMARY KEY, sort TEXT, row TEXT);
 """
 
 
@@ -152,17 +162,10 @@ def build_world(events: Iterable[Event], dest: Path, key: str, sha_map: dict[str
     con = sqlite3.connect(tmp)
     try:
         con.executescript(SCHEMA)
-        rows = []
-        for e in events:
-            cls = _cls(e.kind)
-            if cls is None:
-                continue
-            rows.append(_doc_row(e, cls, translate))
-            if len(rows) >= 5000:
-                _insert(con, rows)
-                rows = []
-        _insert(con, rows)
-        con.execute("INSERT INTO fts(fts) VALUES ('rebuild')")
+        seen: set[str] = set()
+        _stage(con, (_doc_row(e, cls, translate) for e in events
+                     if (cls := _cls(e.kind)) is not None and not (e.event_id in seen or seen.add(e.event_id))))
+        _write(con)
         con.execute("INSERT INTO meta VALUES ('key', ?)", (key,))
         con.execute("INSERT INTO meta VALUES ('version', ?)", (str(WORLD_VERSION),))
         con.commit()
@@ -174,15 +177,16 @@ def build_world(events: Iterable[Event], dest: Path, key: str, sha_map: dict[str
 
 
 DOC_COLUMNS = ("event_id", "cls", "kind", "source", "native_id", "thread", "parent", "ts", "author", "author_handle",
-               "place", "title", "body", "meta")
+               "place", "chat_ts", "chat_thread", "title", "body", "meta")
 
 
 def export_documents(world: Path, out: Path) -> int:
     """Every document of a world file as JSON lines (the published form of a world); returns the count."""
     n = 0
-    with sqlite3.connect(f"file:{world}?mode=ro", uri=True) as con, open(out, "w", encoding="utf-8") as f:
-        for row in con.execute(f"SELECT {', '.join(DOC_COLUMNS)} FROM docs ORDER BY id"):
-            f.write(json.dumps(dict(zip(DOC_COLUMNS, row)), ensure_ascii=False, sort_keys=True) + "\n")
+    w = World(world)
+    with open(out, "w", encoding="utf-8") as f:
+        for row in w.rows("SELECT * FROM docs ORDER BY id"):
+            f.write(json.dumps({c: row[c] for c in DOC_COLUMNS}, ensure_ascii=False, sort_keys=True) + "\n")
             n += 1
     return n
 
@@ -206,26 +210,73 @@ def import_documents(documents: Path, dest: Path) -> Path:
     try:
         con.executescript(SCHEMA)
         with open(documents, encoding="utf-8") as f:
-            batch = []
-            for line in f:
-                d = json.loads(line)
-                batch.append(tuple(d.get(c) for c in DOC_COLUMNS))
-                if len(batch) >= 5000:
-                    _insert(con, batch)
-                    batch = []
-            _insert(con, batch)
-        con.execute("INSERT INTO fts(fts) VALUES ('rebuild')")
+            _stage(con, (tuple(json.loads(line).get(c) for c in DOC_COLUMNS) for line in f))
+        _write(con)
         con.execute("INSERT INTO meta VALUES ('key', ?)", (key,))
         con.commit()
+        con.execute("VACUUM")
     finally:
         con.close()
     tmp.replace(dest)
     return dest
 
 
-def _insert(con: sqlite3.Connection, rows: list[tuple]) -> None:
-    con.executemany("INSERT OR IGNORE INTO docs(event_id, cls, kind, source, native_id, thread, parent, ts, "
-                    "author, author_handle, place, title, body, meta) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+def _stage(con: sqlite3.Connection, rows: Iterable[tuple]) -> None:
+    """Documents (DOC_COLUMNS tuples, meta a dict) into the staging table, keyed for thread-and-time order."""
+    batch = []
+    for row in rows:
+        d = dict(zip(DOC_COLUMNS, row))
+        sort = f"{d['thread'] or d['native_id']}\x00{float(d['ts']):020.6f}"
+        batch.append((sort, json.dumps(d, ensure_ascii=False, default=str)))
+        if len(batch) >= 5000:
+            con.executemany("INSERT INTO staging(sort, row) VALUES (?, ?)", batch)
+            batch = []
+    con.executemany("INSERT INTO staging(sort, row) VALUES (?, ?)", batch)
+
+
+def _write(con: sqlite3.Connection) -> None:
+    """Staged documents -> docs rows, compressed blocks and the index, in thread-and-time order."""
+    docs: list[tuple] = []
+    index: list[tuple] = []
+    payload, block = bytearray(), 1
+    columns = ", ".join(c for c in DOC_COLUMNS if c not in ("body", "meta"))
+
+    def flush() -> None:
+        nonlocal payload, block
+        if payload:
+            con.execute("INSERT INTO blocks(id, data) VALUES (?, ?)", (block, zlib.compress(bytes(payload), 9)))
+            block, payload = block + 1, bytearray()
+        con.executemany(f"INSERT INTO docs(id, {columns}, block, start, size) "
+                        f"VALUES ({','.join('?' * (len(DOC_COLUMNS) + 2))})", docs)
+        con.executemany("INSERT INTO fts(rowid, title, body) VALUES (?, ?, ?)", index)
+        docs.clear()
+        index.clear()
+
+    staged = con.execute("SELECT row FROM staging ORDER BY sort, n")
+    for n, (raw,) in enumerate(iter(staged.fetchone, None), 1):
+        d = json.loads(raw)
+        body = (d["body"] or "").encode("utf-8")
+        meta = d["meta"] if isinstance(d["meta"], dict) else json.loads(d["meta"] or "{}")
+        data = body + b"\0" + json.dumps(meta, ensure_ascii=False, sort_keys=True, default=str).encode("utf-8")
+        values = [bytes.fromhex(d[c]) if c in ("event_id", "parent") and _is_hex(d[c]) else d[c]
+                  for c in DOC_COLUMNS if c not in ("body", "meta")]
+        docs.append((n, *values, block, len(payload), len(data)))
+        index.append((n, d["title"] or "", d["body"] or ""))
+        payload += data
+        if len(payload) >= BLOCK:
+            flush()
+    flush()
+    con.execute("DROP TABLE staging")
+
+
+def _is_hex(value) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def _decoded(cursor: sqlite3.Cursor, row: tuple) -> dict:
+    """A row as a dict, ids as hex."""
+    return {name: value.hex() if name in ("event_id", "parent") and isinstance(value, bytes) else value
+            for (name, *_), value in zip(cursor.description, row)}
 
 
 def _doc_row(e: Event, cls: str, translate: ShaTranslator) -> tuple:
@@ -245,9 +296,10 @@ def _doc_row(e: Event, cls: str, translate: ShaTranslator) -> tuple:
         place = a.get("channel_name") or a.get("channel_id") or ""
         meta = {"channel": place, "ts": a.get("ts"), "thread_ts": a.get("thread_ts"), "subtype": a.get("subtype"),
                 "bot": a.get("bot")}
+    chat = cls == "chat"
     return (e.event_id, cls, e.kind, e.source, e.native_id, e.thread_key, e.parent_id, _epoch(e.ts),
-            e.actor_name, e.actor, place, translate(e.title), translate((e.body or "")[:200_000]),
-            json.dumps(meta, ensure_ascii=False, sort_keys=True, default=str))
+            e.actor_name, e.actor, place, a.get("ts") if chat else None, a.get("thread_ts") if chat else None,
+            translate(e.title), translate((e.body or "")[:200_000]), meta)
 
 
 def _addr(p: dict) -> str:
@@ -256,15 +308,19 @@ def _addr(p: dict) -> str:
 
 
 def fts_query(text: str) -> str | None:
-    """A free-text query as an FTS5 expression: quoted phrases stay phrases, other words are OR-ed (BM25
-    ranks documents that hold more of them first); None when the text has no word."""
+    """A free-text query as an FTS5 expression over the index's own tokens: every word OR-ed (BM25 ranks
+    documents that hold more of them first); a quoted phrase must have all its words (AND), since the index
+    keeps no positions; None when the text has no word."""
     phrases = re.findall(r'"([^"]+)"', text)
     rest = re.sub(r'"[^"]*"', " ", text)
-    parts = [" ".join(_WORD.findall(p)[:16]) for p in phrases] + _WORD.findall(rest)
-    parts = [p[:100] for p in parts if p][:32]
-    if not parts:
-        return None
-    return " OR ".join(f'"{p}"' for p in dict.fromkeys(parts))
+    parts = []
+    for p in phrases:
+        words = list(dict.fromkeys(_TOKEN.findall(p.casefold())))[:16]
+        if words:
+            parts.append("(" + " AND ".join(f'"{w[:100]}"' for w in words) + ")")
+    parts += [f'"{w[:100]}"' for w in dict.fromkeys(_TOKEN.findall(rest.casefold()))]
+    parts = list(dict.fromkeys(parts))[:32]
+    return " OR ".join(parts) if parts else None
 
 
 class World:
@@ -281,13 +337,34 @@ class World:
         con = getattr(self._local, "con", None)
         if con is None:
             con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
-            con.row_factory = sqlite3.Row
+            con.row_factory = _decoded
             self._local.con = con
         return con
 
     def key(self) -> str:
         row = self.con.execute("SELECT value FROM meta WHERE key='key'").fetchone()
-        return row[0] if row else ""
+        return row["value"] if row else ""
+
+    def rows(self, sql: str, args: tuple = ()) -> list[dict]:
+        """Query the documents; a row that names its block gets its `body` (str) and `meta` (dict) back."""
+        out = self.con.execute(sql, args).fetchall()
+        for r in out:
+            if r.get("block") is not None:
+                data = self._block(r["block"])[r["start"]:r["start"] + r["size"]]
+                body, _, meta = data.partition(b"\0")
+                r["body"], r["meta"] = body.decode("utf-8"), json.loads(meta)
+        return out
+
+    def _block(self, n: int) -> bytes:
+        cache = getattr(self._local, "blocks", None)
+        if cache is None:
+            cache = self._local.blocks = {}
+        if n not in cache:
+            if len(cache) >= 32:
+                cache.pop(next(iter(cache)))
+            row = self.con.execute("SELECT data FROM blocks WHERE id = ?", (n,)).fetchone()
+            cache[n] = zlib.decompress(row["data"])
+        return cache[n]
 
     def at(self, cutoff: dt.datetime, hidden: Iterable[str] = ()) -> WorldView:
         return WorldView(self, cutoff, hidden)
@@ -303,8 +380,8 @@ class WorldView:
         self.hidden = frozenset(hidden)
 
     # -- low level ------------------------------------------------------------------------------------
-    def _rows(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
-        return [r for r in self.world.con.execute(sql, args).fetchall() if r["event_id"] not in self.hidden]
+    def _rows(self, sql: str, args: tuple = ()) -> list[dict]:
+        return [r for r in self.world.rows(sql, args) if r["event_id"] not in self.hidden]
 
     def search(self, query: str, classes: tuple[str, ...], limit: int = 10, place: str | None = None) -> list[dict]:
         """BM25-ranked documents of the given classes, dated at or before the cutoff."""
@@ -313,7 +390,7 @@ class WorldView:
             return []
         limit = max(1, min(int(limit), MAX_RESULTS))
         marks = ",".join("?" * len(classes))
-        sql = (f"SELECT d.*, bm25(fts, 2.0, 1.0) AS score, snippet(fts, 1, '[', ']', ' ... ', 24) AS snip "
+        sql = (f"SELECT d.*, bm25(fts, 2.0, 1.0) AS score "
                f"FROM fts JOIN docs d ON d.id = fts.rowid WHERE fts MATCH ? AND d.ts <= ? AND d.cls IN ({marks})")
         args: list[Any] = [q, self.t, *classes]
         if place:
@@ -321,26 +398,38 @@ class WorldView:
             args.append(place)
         sql += " ORDER BY score LIMIT ?"
         args.append(limit + len(self.hidden))
-        return [dict(r) for r in self._rows(sql, tuple(args))][:limit]
+        out = self._rows(sql, tuple(args))[:limit]
+        for r in out:
+            r["snip"] = snippet(r["body"] or r["title"] or "", query)
+        return out
 
     def phrase_hits(self, words: list[str], limit: int = 5) -> list[dict]:
-        """Documents reachable at the cutoff that hold `words` as a phrase (for the hidden-facts check)."""
-        phrase = " ".join(w for w in words if _WORD.fullmatch(w))
-        if not phrase:
+        """Documents reachable at the cutoff that hold `words` as a run of words, case-insensitive (for the
+        hidden-facts check): the index finds the documents holding all of them, the text decides."""
+        want = [t for w in words for t in _TOKEN.findall(w.casefold())]
+        if not want:
             return []
-        rows = self._rows("SELECT d.event_id, d.native_id, d.cls FROM fts JOIN docs d ON d.id = fts.rowid "
-                          "WHERE fts MATCH ? AND d.ts <= ? LIMIT ?", (f'"{phrase}"', self.t, limit + len(self.hidden)))
-        return [dict(r) for r in rows][:limit]
+        q = " AND ".join(f'"{w}"' for w in dict.fromkeys(want))
+        rows = self._rows("SELECT d.* FROM fts JOIN docs d "
+                          "ON d.id = fts.rowid WHERE fts MATCH ? AND d.ts <= ? LIMIT 500", (q, self.t))
+        out = []
+        for r in rows:
+            text = _TOKEN.findall(f"{r['title'] or ''}\n{r['body'] or ''}".casefold())
+            if any(text[i:i + len(want)] == want for i in range(len(text) - len(want) + 1)):
+                out.append({"event_id": r["event_id"], "native_id": r["native_id"], "cls": r["cls"]})
+                if len(out) >= limit:
+                    break
+        return out
 
     def token_hits(self, token: str, limit: int = 3) -> list[dict]:
         """Documents reachable at the cutoff that hold `token` (case-insensitive; as a prefix of a longer word,
         so a SHA prefix finds the full SHA)."""
-        words = _WORD.findall(token)
+        words = _TOKEN.findall(token.casefold())
         if not words:
             return []
-        q = '"' + " ".join(words) + '"' + ("*" if len(words) == 1 else "")
-        rows = self._rows("SELECT d.event_id, d.native_id, d.cls, d.title, d.body FROM fts JOIN docs d "
-                          "ON d.id = fts.rowid WHERE fts MATCH ? AND d.ts <= ? LIMIT ?", (q, self.t, 200))
+        q = " AND ".join(f'"{w}"' for w in words[:-1]) + (" AND " if len(words) > 1 else "") + f'"{words[-1]}"*'
+        rows = self._rows("SELECT d.* FROM fts JOIN docs d "
+                          "ON d.id = fts.rowid WHERE fts MATCH ? AND d.ts <= ? LIMIT ?", (q, self.t, 500))
         needle = token.casefold()
         out = [{"event_id": r["event_id"], "native_id": r["native_id"], "cls": r["cls"]} for r in rows
                if needle in f"{r['title'] or ''}\n{r['body'] or ''}".casefold()]
@@ -348,9 +437,8 @@ class WorldView:
 
     def texts(self) -> Iterator[tuple[str, str]]:
         """(native id, title + body) of every document reachable at the cutoff."""
-        for r in self.world.con.execute("SELECT event_id, native_id, title, body FROM docs WHERE ts <= ?", (self.t,)):
-            if r["event_id"] not in self.hidden:
-                yield r["native_id"], f"{r['title'] or ''}\n{r['body'] or ''}"
+        for r in self._rows("SELECT * FROM docs WHERE ts <= ? ORDER BY id", (self.t,)):
+            yield r["native_id"], f"{r['title'] or ''}\n{r['body'] or ''}"
 
     # -- issues ---------------------------------------------------------------------------------------
     def issue_search(self, query: str, limit: int = 10, project: str | None = None) -> list[dict]:
@@ -377,17 +465,17 @@ class WorldView:
             return None
         head = rows[0]
         # every change, hidden or not: undoing the ones after the cutoff needs them all
-        everything = self.world.con.execute("SELECT * FROM docs WHERE thread = ? AND cls IN ('comment', 'change') "
-                                            "ORDER BY ts, id", (head["thread"] or key,)).fetchall()
+        everything = self.world.rows("SELECT * FROM docs WHERE thread = ? AND cls IN ('comment', 'change') "
+                                     "ORDER BY ts, id", (head["thread"] or key,))
         thread = [r for r in everything if r["event_id"] not in self.hidden]
-        fields = json.loads(head["meta"])
+        fields = dict(head["meta"])
         changes = [r for r in thread if r["cls"] == "change"]
-        state = issue_state(fields, [(r["ts"], json.loads(r["meta"])) for r in everything if r["cls"] == "change"],
+        state = issue_state(fields, [(r["ts"], r["meta"]) for r in everything if r["cls"] == "change"],
                             self.t, title=head["title"], body=head["body"])
         comments = [{"id": r["native_id"], "author": r["author"], "created": _iso(r["ts"]),
                      "body": (r["body"] or "")[:MAX_BODY]}
                     for r in thread if r["cls"] == "comment" and r["ts"] <= self.t]
-        history = [{"at": _iso(r["ts"]), "by": r["author"], **{k: v for k, v in json.loads(r["meta"]).items()
+        history = [{"at": _iso(r["ts"]), "by": r["author"], **{k: v for k, v in r["meta"].items()
                                                                if k in ("field", "fromString", "toString", "event")}}
                    for r in changes if r["ts"] <= self.t]
         return {"key": key, "project": head["place"], "summary": state.pop("summary"),
@@ -432,7 +520,7 @@ class WorldView:
         if not rows:
             return None
         r = rows[0]
-        meta = json.loads(r["meta"])
+        meta = r["meta"]
         thread = self._rows("SELECT event_id, native_id, title, author, ts FROM docs WHERE thread = ? AND cls = 'mail' "
                             "AND ts <= ? ORDER BY ts, id", (r["thread"], self.t))
         return {"message_id": mid, "subject": r["title"], "from": (meta.get("from") or [r["author"]])[0],
@@ -444,12 +532,12 @@ class WorldView:
 
     # -- chat -----------------------------------------------------------------------------------------
     def chat_search(self, query: str, limit: int = 10, channel: str | None = None) -> list[dict]:
-        return [{"channel": h["place"], "ts": json.loads(h["meta"]).get("ts"), "author": h["author"],
-                 "date": _iso(h["ts"]), "thread_ts": json.loads(h["meta"]).get("thread_ts"),
+        return [{"channel": h["place"], "ts": h["chat_ts"], "author": h["author"],
+                 "date": _iso(h["ts"]), "thread_ts": h["chat_thread"],
                  "match": (h["snip"] or "")[:MAX_SNIPPET]} for h in self.search(query, ("chat",), limit, channel)]
 
     def channels(self) -> list[dict]:
-        rows = self._rows("SELECT event_id, place, COUNT(*) AS n, MAX(ts) AS last FROM docs WHERE cls = 'chat' "
+        rows = self._rows("SELECT '' AS event_id, place, COUNT(*) AS n, MAX(ts) AS last FROM docs WHERE cls = 'chat' "
                           "AND ts <= ? GROUP BY place ORDER BY place", (self.t,))
         return [{"channel": r["place"], "messages": r["n"], "last": _iso(r["last"])} for r in rows]
 
@@ -463,7 +551,7 @@ class WorldView:
         rows = self._rows(sql + " ORDER BY ts DESC, id DESC", (channel, self.t))
         out = []
         for r in rows:
-            m = json.loads(r["meta"])
+            m = r["meta"]
             if thread_ts:
                 if m.get("thread_ts") != thread_ts and m.get("ts") != thread_ts:
                     continue
@@ -481,12 +569,22 @@ class WorldView:
     def _reply_count(self, channel: str, ts: str | None) -> int:
         if not ts:
             return 0
-        n = 0
-        for r in self._rows("SELECT event_id, meta FROM docs WHERE cls = 'chat' AND place = ? AND ts <= ? "
-                            "AND meta LIKE ?", (channel, self.t, f'%"thread_ts": "{ts}"%')):
-            m = json.loads(r["meta"])
-            n += m.get("ts") != ts
-        return n
+        rows = self._rows("SELECT event_id FROM docs WHERE cls = 'chat' AND place = ? AND ts <= ? AND chat_thread = ? "
+                          "AND chat_ts != ?", (channel, self.t, ts, ts))
+        return len(rows)
+
+
+def snippet(text: str, query: str, width: int = 120) -> str:
+    """The text around the first word of `query` it holds, that word in [brackets] (bounded)."""
+    words = [w for w in _WORD.findall(query.casefold()) if len(w) > 1]
+    low = text.casefold()
+    at = min((m.start() for w in words for m in [re.search(rf"\b{re.escape(w)}", low)] if m), default=-1)
+    if at < 0:
+        return text[:MAX_SNIPPET]
+    start, end = max(0, at - width), min(len(text), at + width)
+    w = next(w for w in words if low.startswith(w, at))
+    return ("... " if start else "") + text[start:at] + "[" + text[at:at + len(w)] + "]" + text[at + len(w):end] + \
+        (" ..." if end < len(text) else "")
 
 
 def issue_state(fields: dict, changes: list[tuple[float, dict]], t: float, *, title: str | None,

@@ -27,6 +27,7 @@ EXAMPLES = """examples:
   taskmine families list                    # task families; also: checks list, sandboxes list
   taskmine bench ingest --scale 50
   taskmine bench embed --scale 10          # cached embeddings vs plain sentence-transformers
+  taskmine bench worlds --scale 5          # one world per dataset vs a full copy per task
 """
 
 
@@ -262,8 +263,8 @@ def parser() -> argparse.ArgumentParser:
         pl.add_argument("action", choices=["list"])
         pl.set_defaults(fn=cmd_plugins)
 
-    b = sub.add_parser("bench", help="benchmarks: ingest, anonymize, embed")
-    b.add_argument("what", choices=["ingest", "anonymize", "embed"])
+    b = sub.add_parser("bench", help="benchmarks: ingest, anonymize, embed, worlds")
+    b.add_argument("what", choices=["ingest", "anonymize", "embed", "worlds"])
     b.add_argument("--scale", type=int, default=50)
     b.add_argument("--out", help="folder for the generated input (default: a temp folder)")
     b.add_argument("--memory", action="store_true", help="also peak RSS per extractor at --scale and 10x it")

@@ -67,7 +67,7 @@ def test_search_is_ranked_and_survives_any_query(tiny_world):
     assert v.issue_search("login password reset")[0]["key"] == "PROJ-1"
     for q in ['"unbalanced', "AND OR NOT", "*", "NEAR(", "ü ß 中文", "x" * 5000, "'; drop table docs; --"]:
         v.issue_search(q), v.mail_search(q), v.chat_search(q)  # never an FTS syntax error
-    assert fts_query("  ") is None and fts_query('"exact phrase" word') == '"exact phrase" OR "word"'
+    assert fts_query("  ") is None and fts_query('"exact phrase" Word') == '("exact" AND "phrase") OR "word"'
 
 
 def test_documents_round_trip_through_the_published_form(tiny_world, tmp_path):

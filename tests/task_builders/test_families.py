@@ -151,17 +151,22 @@ def test_seal_rejects_a_draft_whose_answer_is_reachable(sample_world):
 
 def test_seal_rejects_a_text_the_world_repeats(sample_world):
     store = sample_world
-    world = World(store.worlds("acme") / "world.sqlite")
+    ctx = _ctx(store)
+    rubric = Rubric(checks=[CheckSpec(id="a", check="sha_equals", weight=1, args={"expected": ["abcdef1"]})])
+
+    def draft(mail):
+        return Draft(item=_item(), prompt="Reply.", cutoff=mail.ts, reference=[A.Answer(sha="abcdef1")],
+                     rubric=rubric, hidden_texts=[mail.body])
+
     mails = [e for e in store.iter("anonymized_events", "acme")
              if e.kind == "email" and len((e.body or "").split()) > 20]
-    mail = next(m for m in mails  # one whose words appear nowhere else
-                if [h["event_id"] for h in world.at(m.ts).phrase_hits(m.body.split()[:8], 5)] == [m.event_id])
-    rubric = Rubric(checks=[CheckSpec(id="a", check="sha_equals", weight=1, args={"expected": ["abcdef1"]})])
-    d = Draft(item=_item(), prompt="Reply.", cutoff=mail.ts, reference=[A.Answer(sha="abcdef1")], rubric=rubric,
-              hidden_texts=[mail.body])
-    problems = hidden_fact_problems(_ctx(store).view(mail.ts), d)
-    assert problems and "repeats the hidden text" in problems[0]
-    assert hidden_fact_problems(_ctx(store).view(mail.ts, [mail.event_id]), d) == []
+    # a mail no other document repeats: withheld, its text is nowhere; visible, the check finds it
+    mail = next(m for m in mails if hidden_fact_problems(ctx.view(m.ts, [m.event_id]), draft(m)) == [])
+    problems = hidden_fact_problems(ctx.view(mail.ts), draft(mail))
+    assert problems and "repeats the hidden text" in problems[0] and mail.native_id in problems[0]
+    # and a mail that quotes another's words is caught through that other document
+    quoting = [m for m in mails if hidden_fact_problems(ctx.view(m.ts, [m.event_id]), draft(m))]
+    assert quoting, "the sample's announcements repeat each other's lines"
 
 
 def test_seal_proves_the_reference_and_refuses_a_rubric_nothing_passes(sample_world):
