@@ -25,6 +25,7 @@ EXAMPLES = """examples:
   taskmine extractors new zendesk_json      # scaffold a connector + fixture + contract test
   taskmine extractors check ~/exports/acme
   taskmine families list                    # task families; also: checks list, sandboxes list
+  taskmine serve --published .taskmine/published/acme --task 3f2a   # one task's tools over MCP (stdio)
   taskmine bench ingest --scale 50
   taskmine bench embed --scale 10          # cached embeddings vs plain sentence-transformers
   taskmine bench worlds --scale 5          # one world per dataset vs a full copy per task
@@ -200,6 +201,37 @@ def cmd_plugins(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    """`taskmine serve`: one published task's company tools as an MCP server on stdio, for a lab's agent harness
+    (the cutoff and hidden events enforced as in the sandbox; no shell: give the agent the task's repositories
+    with `load_dataset(...).repositories(task_id, dest)`). The action log is written to --log at the end."""
+    import anyio
+
+    _env(args)
+    from environments.tools import mcp_server
+    from warehouse.loader import DatasetError, load_dataset
+
+    try:
+        ds = load_dataset(args.published)
+        tools = ds.tools(args.task)
+    except (DatasetError, FileNotFoundError) as exc:
+        raise UserError(str(exc)) from None
+
+    async def main() -> None:
+        from mcp.server.stdio import stdio_server
+
+        server = mcp_server(tools)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    try:
+        anyio.run(main)
+    finally:
+        if args.log:
+            Path(args.log).write_text("".join(e.model_dump_json() + "\n" for e in tools.actions))
+    return 0
+
+
 def cmd_bench(args) -> int:
     _env(args)
     from bench import run as bench_run
@@ -256,6 +288,12 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("path", nargs="?", metavar="PATH|NAME",
                    help="export folder or file (check) or connector name (new)")
     e.set_defaults(fn=cmd_extractors)
+
+    sv = sub.add_parser("serve", help="serve one published task's company tools over MCP (stdio) for an agent harness")
+    sv.add_argument("--published", required=True, help="published/<dataset>[/<version>]")
+    sv.add_argument("--task", required=True, help="task id (a unique prefix is enough)")
+    sv.add_argument("--log", help="write the episode's action log here (JSON lines) when the client disconnects")
+    sv.set_defaults(fn=cmd_serve)
 
     for plural, what in (("families", "task families"), ("checks", "grader checks"),
                          ("sandboxes", "sandbox backends")):

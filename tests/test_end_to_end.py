@@ -188,3 +188,36 @@ def test_a_lab_runs_a_task_with_the_published_tools(pipeline):
             assert not tools.call(call.name(), call.arguments()).error
         assert grade(row["rubric"], tools.actions).score == 1.0
         assert grade(row["rubric"], []).score == 0.0
+
+
+def test_a_lab_serves_a_published_task_over_mcp(pipeline, tmp_path):
+    """`taskmine serve` is an MCP stdio server (the SDK's client connects) on a published task's world; the
+    action log is written when the client leaves."""
+    import os
+    import sys
+
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    task = next(t for t in load_dataset(pipeline["pub"]).tasks() if t["family"] == "ticket_triage")
+    key = task["reference"]["actions"][0]["key"]
+    log = tmp_path / "actions.jsonl"
+
+    async def main():
+        params = StdioServerParameters(command=sys.executable, args=[
+            "-m", "pipelines.cli", "--home", str(tmp_path / "home"), "serve", "--published", str(pipeline["pub"]),
+            "--task", task["task_id"][:12], "--log", str(log)], env=dict(os.environ))
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            names = {t.name for t in (await session.list_tools()).tools}
+            shown = await session.call_tool("jira_show", {"key": key})
+            await session.call_tool("jira_update", {"key": key, "priority": "Minor"})
+            return names, shown.content[0].text
+
+    names, shown = anyio.run(main)
+    assert {"jira_show", "jira_update", "mail_search"} <= names and "shell" not in names
+    assert shown.startswith(f"{key}: ")
+    assert json.loads(log.read_text())["action"] == {"tool": "jira_update", "key": key, "type": None,
+                                                      "priority": "Minor", "components": None, "assignee": None,
+                                                      "resolution": None, "status": None, "duplicate_of": None}
