@@ -390,3 +390,27 @@ def test_the_task_world_parses(tmp_path):
     assert w.cutoff == dt.datetime(2021, 3, 10, 12, tzinfo=dt.UTC) and w.persona.name == "Ann Lee"
     assert w.refs == {"repo": {"refs/heads/main": "ab"}} and w.repos == ("repo",) and w.tools == ("answer",)
     assert json.loads(json.dumps(w.hidden)) == ["e1"]
+
+
+@pytest.mark.docker
+def test_nothing_after_the_cutoff_is_anywhere_in_the_container(tmp_path, tiny_world, docker_sandbox):
+    """The agent looks everywhere it can: every file of the container, every git object and ref, every tool
+    with any argument. The future (a comment naming the fix, the fix's commit, a later issue) is nowhere."""
+    worlds, world = _episode_world(tmp_path, tiny_world)
+    shas = world.pop("_shas")
+    fix = shas["Raise the session pool timeout"]
+    with Episode(worlds, world, docker_sandbox) as ep:
+        r = ep.exec(f"grep -rlI -e cafe123 -e {fix[:12]} -e 'session pool' -e PROJ-2 / "
+                    "--exclude-dir=proc --exclude-dir=sys --exclude-dir=dev 2>/dev/null; echo grep-done; "
+                    "cd ~/repo && git log --all --reflog --format=%H; git fsck --lost-found --no-progress 2>&1; "
+                    "git cat-file --batch-all-objects --batch-check='%(objectname)'; cat .git/packed-refs 2>&1; "
+                    "ls -R /world /run/company", timeout_s=300)
+        assert r.stdout.split("grep-done")[0].strip() == ""
+        assert fix not in r.stdout and "cafe123" not in r.stdout
+        for name, args in [("jira_show", {"key": "PROJ-2"}), ("jira_search", {"query": "CSV header export"}),
+                           ("mail_read", {"message_id": "rep-1@mail.example"}), ("slack_search", {"query": "rotated"}),
+                           ("slack_history", {"channel": "dev", "thread_ts": "100.000001", "limit": 200}),
+                           ("git", {"args": ["show", fix]}), ("shell", {"command": f"git -C ~/repo show {fix}"})]:
+            out = ep.tools.call(name, args)
+            assert "PROJ-2:" not in out.text and "revenue grew" not in out.text and "green again" not in out.text
+            assert "pool timeout" not in out.text, (name, out.text)
