@@ -25,6 +25,11 @@ What a call does, in order:
    reply is parsed and validated; anything else raises `LLMOutputError` (a grader error, never a pass or
    a fail).
 8. Every call returns a `Receipt`: tokens in and out, cost, seconds, cached or not, retries.
+9. Tool calling: with `tools` (OpenAI function schemas, e.g. a task's MCP tools) the reply may carry
+   `tool_calls` (id, name, arguments parsed from JSON; unparsable arguments are kept as text for the caller
+   to refuse). The conversation may then hold assistant messages with their `tool_calls` and `tool` messages
+   with the results; every content is still `Anonymized` (a tool result of the company world is anonymized
+   text; an assistant message is the model's own reply to anonymized input).
 
 litellm is imported on the first call (importing it takes seconds); before that, the variables that keep
 it off the network are set: its cost map and Anthropic beta-header config come from the installed package,
@@ -54,7 +59,7 @@ from llm.errors import BudgetExceeded, LLMCallError, LLMOutputError, LLMUnavaila
 
 log = logging.getLogger(__name__)
 
-Role = Literal["system", "user", "assistant"]
+Role = Literal["system", "user", "assistant", "tool"]
 Message = tuple[Role, Anonymized]
 CACHE_VERSION = 1
 NO_KEY = "no-key"          # the key sent to an openai/<name> server at api_base when no key is configured
@@ -123,14 +128,26 @@ class Usage(BaseModel):
         return self.prompt_tokens + self.completion_tokens
 
 
+class ToolCall(BaseModel):
+    """One tool call the model asked for: `arguments` parsed from its JSON, or the raw text if not JSON."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    arguments: dict | str
+
+
 class Reply(BaseModel):
-    """A model's answer: `text` as sent, `value` the validated object when a schema was asked for."""
+    """A model's answer: `text` as sent, `value` the validated object when a schema was asked for, the
+    tool calls it made when tools were offered."""
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     text: str
     value: Any = None
     receipt: Receipt
+    tool_calls: list[ToolCall] = []
 
 
 class LLM:
@@ -161,10 +178,11 @@ class LLM:
     # --- the call -----------------------------------------------------------------------------------------
 
     def complete(self, messages: Sequence[Message | dict], *, schema: type[BaseModel] | None = None,
-                 attempt: int = 0) -> Reply:
+                 tools: list[dict] | None = None, attempt: int = 0) -> Reply:
         """Send `messages` ((role, Anonymized) pairs or {"role", "content"} dicts) and return the reply.
 
         `schema`: a pydantic model the reply must be (JSON); `Reply.value` is the validated instance.
+        `tools`: OpenAI function schemas the model may call; `Reply.tool_calls` are its calls.
         `attempt`: part of the cache key only (not sent), so repeats of one request get fresh answers.
         """
         msgs = _checked(messages)
@@ -172,6 +190,8 @@ class LLM:
             raise LLMUnavailable("no LLM model configured (set TASKMINE_LLM_MODEL or the llm resource's `model`); "
                                  "callers use their no-model path")
         request = self._request(msgs, schema, attempt)
+        if tools:
+            request["tools"] = tools
         key = _key(request)
         start = time.monotonic()
         hit = self._cache_get(key)
@@ -183,11 +203,12 @@ class LLM:
                               cached=True, retries=0)
             with self._lock:
                 self._usage = self._usage.model_copy(update={"cached": self._usage.cached + 1})
-            return _finish(hit["text"], schema, receipt)
+            return _finish(hit["text"], schema, receipt, hit.get("tool_calls") or [])
         with self._slots:
             self._check_budget()   # after waiting for a slot: the calls before may have spent the budget
             response, retries = self._call(request)
         text, prompt_tokens, completion_tokens, cost, response_model = _read(response)
+        calls = _tool_calls(response)
         receipt = Receipt(model=response_model or self.config.model, key=key, prompt_tokens=prompt_tokens,
                           completion_tokens=completion_tokens, cost_usd=cost,
                           seconds=round(time.monotonic() - start, 4), cached=False, retries=retries)
@@ -196,8 +217,8 @@ class LLM:
             self._usage = u.model_copy(update={
                 "calls": u.calls + 1, "prompt_tokens": u.prompt_tokens + prompt_tokens,
                 "completion_tokens": u.completion_tokens + completion_tokens, "cost_usd": u.cost_usd + cost})
-        self._cache_put(key, request, text, receipt)
-        return _finish(text, schema, receipt)
+        self._cache_put(key, request, text, receipt, calls)
+        return _finish(text, schema, receipt, calls)
 
     # --- internals -------------------------------------------------------------------------------------
 
@@ -240,6 +261,8 @@ class LLM:
             kwargs["max_tokens"] = request["max_tokens"]
         if request["response_format"] is not None:
             kwargs["response_format"] = request["response_format"]
+        if request.get("tools"):
+            kwargs["tools"] = request["tools"]
         if cfg.api_base:
             kwargs["api_base"] = cfg.api_base
         key = cfg.api_key()
@@ -284,10 +307,10 @@ class LLM:
             return None
         return entry
 
-    def _cache_put(self, key: str, request: dict, text: str, receipt: Receipt) -> None:
+    def _cache_put(self, key: str, request: dict, text: str, receipt: Receipt, calls: list[dict] = ()) -> None:
         path = self._cache_file(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        entry = {"version": CACHE_VERSION, "key": key, "request": request, "text": text,
+        entry = {"version": CACHE_VERSION, "key": key, "request": request, "text": text, "tool_calls": list(calls),
                  "response_model": receipt.model, "prompt_tokens": receipt.prompt_tokens,
                  "completion_tokens": receipt.completion_tokens, "cost_usd": receipt.cost_usd}
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
@@ -308,11 +331,52 @@ def _checked(messages: Sequence[Message | dict]) -> list[dict]:
     out = []
     for m in messages:
         role, content = (m.get("role"), m.get("content")) if isinstance(m, dict) else m
-        if role not in ("system", "user", "assistant"):
-            raise ValueError(f"message role {role!r}: one of system, user, assistant")
+        if role not in ("system", "user", "assistant", "tool"):
+            raise ValueError(f"message role {role!r}: one of system, user, assistant, tool")
+        calls = m.get("tool_calls") if isinstance(m, dict) else None
+        if role == "assistant" and calls and content is None:
+            out.append({"role": role, "content": None, "tool_calls": _wire_calls(calls)})
+            continue
         if not isinstance(content, Anonymized):
             raise refuse(content)
-        out.append({"role": role, "content": str(content)})
+        msg: dict[str, Any] = {"role": role, "content": str(content)}
+        if calls:
+            msg["tool_calls"] = _wire_calls(calls)
+        if role == "tool":
+            msg["tool_call_id"] = str(m.get("tool_call_id") or "")
+        out.append(msg)
+    return out
+
+
+def _wire_calls(calls) -> list[dict]:
+    """Tool calls as the OpenAI wire format (arguments a JSON string)."""
+    out = []
+    for c in calls:
+        c = c.model_dump() if isinstance(c, BaseModel) else dict(c)
+        args = c.get("arguments")
+        out.append({"id": str(c.get("id")), "type": "function",
+                    "function": {"name": str(c.get("name")),
+                                 "arguments": args if isinstance(args, str) else json.dumps(args, sort_keys=True)}})
+    return out
+
+
+def _tool_calls(response) -> list[dict]:
+    try:
+        calls = response.choices[0].message.tool_calls or []
+    except (AttributeError, IndexError, TypeError):
+        return []
+    out = []
+    for c in calls:
+        fn = getattr(c, "function", None)
+        raw = getattr(fn, "arguments", "") or ""
+        try:
+            args: dict | str = json.loads(raw) if raw.strip() else {}
+            if not isinstance(args, dict):
+                args = raw
+        except ValueError:
+            args = raw
+        out.append({"id": str(getattr(c, "id", "") or ""), "name": str(getattr(fn, "name", "") or ""),
+                    "arguments": args})
     return out
 
 
@@ -363,9 +427,9 @@ def _cost(response) -> float:
 _FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n?(.*?)\n?\s*```\s*$", re.S)
 
 
-def _finish(text: str, schema: type[BaseModel] | None, receipt: Receipt) -> Reply:
+def _finish(text: str, schema: type[BaseModel] | None, receipt: Receipt, calls: Sequence[dict] = ()) -> Reply:
     if schema is None:
-        return Reply(text=text, receipt=receipt)
+        return Reply(text=text, receipt=receipt, tool_calls=[ToolCall(**c) for c in calls])
     body = text.strip()
     m = _FENCE.match(body)
     if m:

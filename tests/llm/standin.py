@@ -20,7 +20,7 @@ client sent) returning a step, so a test can answer by what was asked:
 
     llm_standin.responder = lambda body: json_reply({"passed": "refund" in last_user(body), "rationale": "..."})
 
-Steps: `reply(text, ...)` a normal answer (`delay=` seconds first: longer than the client's timeout makes a
+Steps: `tool_call((name, args), ...)` a reply that calls tools, `reply(text, ...)` a normal answer (`delay=` seconds first: longer than the client's timeout makes a
 timeout), `json_reply(obj)` a reply whose content is `json.dumps(obj)`, `error(status)` an HTTP error in
 OpenAI's error format (429 carries `Retry-After: 0`), `hang_up()` closes the connection without an answer.
 
@@ -57,6 +57,12 @@ class Step:
     completion_tokens: int | None = None        # None: about a token per 4 characters of the content
     model: str | None = None                    # the "model" field of the answer (default: the request's)
     headers: dict[str, str] = field(default_factory=dict)
+    tool_calls: tuple[tuple[str, dict], ...] = ()  # (tool name, arguments) the model calls
+
+
+def tool_call(*calls: tuple[str, dict], content: str = "") -> Step:
+    """A reply that calls tools: `tool_call(("jira_show", {"key": "P-1"}))`, in the OpenAI format."""
+    return Step("reply", content=content, tool_calls=tuple(calls))
 
 
 def reply(content: str, *, delay: float = 0.0, prompt_tokens: int | None = None,
@@ -220,11 +226,20 @@ def _completion(body: dict, step: Step) -> dict:
         "object": "chat.completion",
         "created": 1_700_000_000,
         "model": step.model or body.get("model") or MODEL,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": step.content},
-                     "finish_reason": "stop", "logprobs": None}],
+        "choices": [{"index": 0, "message": _message(step, n),
+                     "finish_reason": "tool_calls" if step.tool_calls else "stop", "logprobs": None}],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
     }
 
 
 _ids = [0]
 _ids_lock = threading.Lock()
+
+
+def _message(step: Step, n: int) -> dict:
+    message: dict = {"role": "assistant", "content": step.content or (None if step.tool_calls else "")}
+    if step.tool_calls:
+        message["tool_calls"] = [{"id": f"call_{n}_{i}", "type": "function",
+                                  "function": {"name": name, "arguments": json.dumps(args)}}
+                                 for i, (name, args) in enumerate(step.tool_calls)]
+    return message
