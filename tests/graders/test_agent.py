@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "environments"))
-from tiny_company import CUTOFF, tiny_events  # noqa: E402
+from tiny_company import CUTOFF, tiny_events
 
-from environments.world import build_world  # noqa: E402
-from graders.agent import Limits, pass_at_k, rollout  # noqa: E402
-from graders.rubric import CheckSpec, Rubric  # noqa: E402
-from llm.client import LLM  # noqa: E402
-from warehouse.schemas import Task  # noqa: E402
+from environments.world import build_world
+from graders.agent import Limits, pass_at_k, rollout
+from graders.rubric import CheckSpec, Rubric
+from llm.client import LLM
+from warehouse.schemas import Task
 
 
 def _task() -> Task:

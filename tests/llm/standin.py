@@ -20,7 +20,8 @@ client sent) returning a step, so a test can answer by what was asked:
 
     llm_standin.responder = lambda body: json_reply({"passed": "refund" in last_user(body), "rationale": "..."})
 
-Steps: `tool_call((name, args), ...)` a reply that calls tools, `reply(text, ...)` a normal answer (`delay=` seconds first: longer than the client's timeout makes a
+Steps: `tool_call((name, args), ...)` a reply that calls tools (OpenAI `tool_calls`),
+`reply(text, ...)` a normal answer (`delay=` seconds first: longer than the client's timeout makes a
 timeout), `json_reply(obj)` a reply whose content is `json.dumps(obj)`, `error(status)` an HTTP error in
 OpenAI's error format (429 carries `Retry-After: 0`), `hang_up()` closes the connection without an answer.
 
