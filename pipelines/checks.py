@@ -64,7 +64,7 @@ def anonymized_leaks(context: AssetCheckExecutionContext, warehouse: WarehouseRe
     from collections import Counter
 
     from taskmine import flow
-    from warehouse import audit
+    from privacy import audit
 
     store, ds = warehouse.store(), context.partition_key
     hits = audit.scan(store.partition("anonymized_events", ds), flow.anonymizer(store, ds).known_strings())
@@ -109,7 +109,7 @@ def oracle_and_null(context: AssetCheckExecutionContext, warehouse: WarehouseRes
              description="Leak audit: zero known real names or addresses in the published files.")
 def leak_audit(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> AssetCheckResult:
     from taskmine import flow
-    from warehouse import audit
+    from privacy import audit
     from warehouse.loader import resolve
 
     store, ds = warehouse.store(), context.partition_key

@@ -122,7 +122,7 @@ def cmd_replay(args) -> int:
 def cmd_audit(args) -> int:
     _env(args)
     from taskmine import flow
-    from warehouse import audit
+    from privacy import audit
     from warehouse.loader import DatasetError, resolve
     from warehouse.store import Store
 

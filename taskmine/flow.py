@@ -20,8 +20,9 @@ from extractors.git import GitError
 from extractors.git import repository as git_repository
 from environments.gitworld import optimize
 from graders import replay
-from task_builders import gitrewrite, identity, mining
-from task_builders.anonymize import Anonymizer, Vault, message_ids
+from privacy import identity
+from privacy.anonymize import Anonymizer, Vault, message_ids
+from task_builders import gitrewrite, mining
 from task_builders.config import DatasetConfig
 from task_builders.families import BuildContext, families
 from warehouse import publish as publishing
@@ -149,8 +150,8 @@ def anonymizer(store: Store, dataset: str, with_message_ids: bool = False) -> An
 
 def find_entities(store: Store, dataset: str, config: DatasetConfig) -> str:
     """Run NER over the raw text once; keep what it found under private/. Returns NER's status line."""
-    from task_builders.anonymize import discover
-    from task_builders.ner import load_ner, ner_status
+    from privacy.anonymize import discover
+    from privacy.ner import load_ner, ner_status
 
     ner = load_ner(config.ner_model) if config.ner_model else None
     status = ner_status() if config.ner_model else "NER off (ner_model = \"\" in taskmine.toml)"
@@ -454,7 +455,7 @@ def verdicts_by_task(rows: list[Validation], tasks: Iterable[Task] = ()) -> dict
 
 def secrets(text: str) -> Iterable[str]:
     """The leak audit's detector: kinds of secrets (keys, tokens, passwords) found in `text`."""
-    from task_builders import pii
+    from privacy import pii
 
     return [s.kind for s in pii.find(text) if s.kind.startswith("secret:")]
 

@@ -137,7 +137,7 @@ def test_commit_link_reference_is_the_real_fix_in_the_rewritten_history(pipeline
 
 
 def test_nothing_known_survives_in_published_files(pipeline):
-    from warehouse.audit import scan
+    from privacy.audit import scan
 
     truth = pipeline["truth"]
     real = set()

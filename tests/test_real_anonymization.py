@@ -9,7 +9,7 @@ import pytest
 
 from task_builders.config import DatasetConfig
 from taskmine import flow
-from warehouse.audit import Matcher
+from privacy.audit import Matcher
 from warehouse.store import Store
 
 REAL = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "real"

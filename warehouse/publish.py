@@ -31,7 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from warehouse import audit
+from privacy import audit
 from warehouse.ids import canonical_json, content_hash, sha256_file
 from warehouse.schemas import Task
 

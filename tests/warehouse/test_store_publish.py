@@ -5,7 +5,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from warehouse.audit import scan
+from privacy.audit import scan
 from warehouse.loader import DatasetError, load_dataset
 from warehouse.publish import LeakError, publish
 from warehouse.schemas import Event, Task, arrow_schema, duckdb_ddl

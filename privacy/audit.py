@@ -6,7 +6,7 @@ Invariants:
   every blob of every tree), anything else as bytes decoded leniently.
 - Matching is case-insensitive on word boundaries; a hit names the file, where in it, and the
   identity string's kind, never the string itself (the report may be shown to people).
-- An optional detector (the pipeline passes the secret recognizers of `task_builders.pii`) adds hits
+- An optional detector (the pipeline passes the secret recognizers of `privacy.pii`) adds hits
   for things no list can name: a leaked API key is a hit of kind `secret:<type>`.
 """
 
