@@ -453,11 +453,11 @@ def verdicts_by_task(rows: list[Validation], tasks: Iterable[Task] = ()) -> dict
 
 # --- 7. publish --------------------------------------------------------------------------------------
 
-def secrets(text: str) -> Iterable[str]:
-    """The leak audit's detector: kinds of secrets (keys, tokens, passwords) found in `text`."""
-    from privacy import pii
+def audit_rules(store: Store, dataset: str):
+    """What the leak audit (`privacy.audit.audit`) looks for in this dataset: every gate uses these rules."""
+    from privacy.audit import Rules
 
-    return [s.kind for s in pii.find(text) if s.kind.startswith("secret:")]
+    return Rules.of(anonymizer(store, dataset))
 
 
 def funnel(store: Store, dataset: str) -> dict[str, int]:
@@ -523,7 +523,6 @@ def publish(store: Store, dataset: str, config: DatasetConfig | None = None
                 s[v.run_kind].append(v.score)
         counts = funnel(store, dataset)
         counts["published"] = len(valid)
-        anon = anonymizer(store, dataset)
         result = publishing.publish(valid, store.worlds(dataset), store.published_root(), dataset, funnel=counts,
-                                    validation=summary, known_strings=anon.known_strings(), detector=secrets)
+                                    validation=summary, rules=audit_rules(store, dataset))
     return result, counts
