@@ -50,7 +50,7 @@ Recall per planted type, on the truth's items:
 Collateral, on texts without a planted item: how many the project changes (company domains are rewritten
 on purpose) and how many get a pseudonym name where no person was planted; how many Presidio flags.
 
-The known-term pass of the Scrubber is also timed alone, against `task_builders.fastscrub.TermMatcher`
+The known-term pass of the Scrubber is also timed alone, against `privacy.fastscrub.TermMatcher`
 (same output, checked).
 
 Memory (`--memory`): the project's path alone, in a fresh interpreter, on the sample at `scale` and at
@@ -273,8 +273,8 @@ def run_project(events: list, texts: list[str], prose: list[bool], ner, workers:
                 allow: tuple[str, ...] = ()) -> tuple[list[str], dict[str, float], dict]:
     """(scrubbed texts, seconds per phase, what NER found): the anonymize stage's work on `texts` (NER on the
     prose ones), with the dataset config's `allow` list as flow.find_entities and flow.anonymizer pass it."""
-    from task_builders import identity
-    from task_builders.anonymize import Anonymizer, discover, message_ids
+    from privacy import identity
+    from privacy.anonymize import Anonymizer, discover, message_ids
 
     t: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -308,7 +308,7 @@ def run_project(events: list, texts: list[str], prose: list[bool], ner, workers:
 def _vault():
     """An empty vault with a fixed salt (never saved), so every run draws the same pseudonyms and the outputs
     of two runs can be compared."""
-    from task_builders.anonymize import Vault
+    from privacy.anonymize import Vault
     from warehouse.ids import content_hash
 
     return Vault(Path(os.devnull), "bench", f"corp-{content_hash('domain', 'bench')[:6]}.example", {})
@@ -353,10 +353,10 @@ def run_presidio(engine, texts: list[str], workers: int,
 
 def known_term_pass(events: list, texts: list[str], found: tuple[list[str], list[str]],
                     allow: tuple[str, ...] = ()) -> dict:
-    """The Scrubber's known-term regex alone against task_builders.fastscrub's TermMatcher on the same texts."""
-    from task_builders import identity
-    from task_builders.anonymize import Anonymizer, message_ids
-    from task_builders.fastscrub import TermMatcher
+    """The Scrubber's known-term regex alone against privacy.fastscrub's TermMatcher on the same texts."""
+    from privacy import identity
+    from privacy.anonymize import Anonymizer, message_ids
+    from privacy.fastscrub import TermMatcher
 
     scrub = Anonymizer(identity.resolve(DATASET, events), _vault(), message_ids(events), *found, allow).scrub
     if scrub._known_regex is None:
@@ -395,7 +395,7 @@ def _bench(workdir: Path, scale: int, memory: bool, workers: tuple[int, ...]) ->
     from bench.ingest import _write
     from extractors import detect
     from task_builders.config import load_config
-    from task_builders.ner import load_ner, ner_status
+    from privacy.ner import load_ner, ner_status
     from warehouse.schemas import Event
 
     ds_dir = _write(workdir, scale)
@@ -542,7 +542,7 @@ def _print(r: dict, workers: tuple[int, ...]) -> None:
     k = r["known_term_pass"]
     if k:
         print(f"\nthe Scrubber's known-term regex ({k['terms']} terms) alone: {k['regex_s']:.2f}s; with "
-              f"task_builders.fastscrub.TermMatcher {k['fastscrub_s']:.2f}s, same output: {k['identical']}")
+              f"privacy.fastscrub.TermMatcher {k['fastscrub_s']:.2f}s, same output: {k['identical']}")
     if "memory" in r:
         print("\nmemory of the taskmine path alone (fresh process, 1 worker, input streamed from the files): peak "
               "Python allocations per phase in MB (tracemalloc, after model load) and peak RSS")
@@ -560,10 +560,10 @@ def memory_child(ds_dir: str) -> dict:
     import tracemalloc
 
     from extractors import detect
-    from task_builders import identity
-    from task_builders.anonymize import Anonymizer, discover, message_ids
+    from privacy import identity
+    from privacy.anonymize import Anonymizer, discover, message_ids
     from task_builders.config import load_config
-    from task_builders.ner import load_ner
+    from privacy.ner import load_ner
     from warehouse.schemas import Event
 
     root = Path(ds_dir)

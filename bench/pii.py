@@ -1,4 +1,4 @@
-"""Throughput of `task_builders.pii.find` on mixed realistic text, and that pathological inputs stay linear.
+"""Throughput of `privacy.pii.find` on mixed realistic text, and that pathological inputs stay linear.
 
 The corpus is generated (seeded) from templates of what the exports hold: Jira-style comments, e-mails
 with headers, application logs, YAML/.env configs with a few secrets, git diffs, plus real Python source
@@ -107,7 +107,7 @@ def _pathological(n: int = 2_000_000) -> dict[str, str]:
 
 
 def bench_pii(megabytes: float = 10.0, big_mb: int = 50) -> int:
-    from task_builders.pii import find
+    from privacy.pii import find
 
     docs = corpus(megabytes)
     chars = sum(map(len, docs))

@@ -5,7 +5,7 @@ secrets) must never reach a hosted model, so the type cannot be made by accident
 
 - `Anonymized("...")` raises `TypeError`; so does passing a plain `str` to the client.
 - `declare_anonymized(text, source=...)` is the one way to make one from text. Only code that *knows* the
-  text is anonymized calls it: the anonymize stage (task_builders/anonymize.py) on its output and the
+  text is anonymized calls it: the anonymize stage (privacy/anonymize.py) on its output and the
   warehouse reader of the `anonymized_events` table. Every call names its `source`, so
   `git grep -n "declare_anonymized("` lists every place text enters the anonymized world.
 - `fill(template, **values)` builds a prompt from our own fixed template text (a literal in our code,

@@ -63,11 +63,11 @@ def quarantine_rate(context: AssetCheckExecutionContext, warehouse: WarehouseRes
 def anonymized_leaks(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> AssetCheckResult:
     from collections import Counter
 
+    from privacy import audit
     from taskmine import flow
-    from warehouse import audit
 
     store, ds = warehouse.store(), context.partition_key
-    hits = audit.scan(store.partition("anonymized_events", ds), flow.anonymizer(store, ds).known_strings())
+    hits = audit.audit(store.partition("anonymized_events", ds), flow.audit_rules(store, ds)).hits
     kinds = Counter(h.kind for h in hits)
     columns = Counter(h.where.split(" row ")[0] for h in hits)
     why = "no known identity survives anonymization" if not hits else (
@@ -108,13 +108,13 @@ def oracle_and_null(context: AssetCheckExecutionContext, warehouse: WarehouseRes
 @asset_check(asset=published_dataset, partitions_def=datasets, blocking=True,
              description="Leak audit: zero known real names or addresses in the published files.")
 def leak_audit(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> AssetCheckResult:
+    from privacy import audit
     from taskmine import flow
-    from warehouse import audit
     from warehouse.loader import resolve
 
     store, ds = warehouse.store(), context.partition_key
     root = resolve(store.published_root() / ds)
-    hits = audit.scan(root, flow.anonymizer(store, ds).known_strings(), detector=flow.secrets)
+    hits = audit.audit(root, flow.audit_rules(store, ds)).hits
     why = (f"{root.name}: no known identity or secret in the published files" if not hits else
            f"{root.name}: {len(hits)} known identities or secrets in the published files, first in "
            f"{hits[0].file} ({hits[0].where}, {hits[0].kind})")

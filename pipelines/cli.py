@@ -122,7 +122,7 @@ def cmd_replay(args) -> int:
 def cmd_audit(args) -> int:
     _env(args)
     from taskmine import flow
-    from warehouse import audit
+    from privacy import audit
     from warehouse.loader import DatasetError, resolve
     from warehouse.store import Store
 
@@ -138,11 +138,11 @@ def cmd_audit(args) -> int:
             root = resolve(store.published_root() / ds)
         except DatasetError as exc:
             raise UserError(str(exc)) from None
-        hits = audit.scan(root, flow.anonymizer(store, ds).known_strings(), detector=flow.secrets)
-        print(f"{ds} {root.name}: {len(hits)} known identities found")
-        for h in hits[:20]:
+        report = audit.audit(root, flow.audit_rules(store, ds))
+        print(f"{ds} {root.name}: {len(report.hits)} known identities or secrets found ({report.summary()})")
+        for h in report.hits[:20]:
             print(f"  {h.file}: {h.where} ({h.kind} #{h.index})")
-        bad += bool(hits)
+        bad += not report.ok
     return 1 if bad else 0
 
 

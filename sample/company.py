@@ -43,7 +43,7 @@ location of "pii", and the commit kinds "config" and "cleanup"; /4 adds "familie
                  type: name|first_name|email|phone|username (people), ip|postal_address|url_personal|
                  credit_card|iban|us_ssn (structured identifiers), secret:<kind> with kind private_key|
                  aws_access_key_id|aws_secret_key|github_token|slack_token|google_api_key|stripe_key|jwt|
-                 url_password|connection_string|password (task_builders/pii.py's kinds); value is the span
+                 url_password|connection_string|password (privacy/pii.py's kinds); value is the span
                  pii.find reports: a whole profile URL but only the user name of a /home/<user>/ path, only the
                  password of a URL or connection string, the value of a password assignment, the whole
                  BEGIN..END block of a private key; it may span lines (private key, multi-line address).

@@ -2,7 +2,7 @@
 
 The privacy benchmark scores recall per type on these. Each one is written the way people write it (a
 log excerpt, a traceback, a refund request, a committed .env file, a token pasted in chat), in a form the
-recognizers of task_builders/pii.py are meant to catch, and recorded with the span pii.py reports:
+recognizers of privacy/pii.py are meant to catch, and recorded with the span pii.py reports:
 - ip: IPv4 in private and documentation ranges (10/8, 172.16/12, 192.168/16, 192.0.2/24, 198.51.100/24,
   203.0.113/24); IPv6 in the documentation prefix 2001:db8::/32 (`2001:db8::17`, `2001:db8:a:b::c`, 8 groups).
 - postal_address: US `1600 Example Ave, Suite 200, Springfield, IL 62704` and UK `Flat 3, 12 Example Road,

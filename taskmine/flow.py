@@ -20,8 +20,9 @@ from extractors.git import GitError
 from extractors.git import repository as git_repository
 from environments.gitworld import optimize
 from graders import replay
-from task_builders import gitrewrite, identity, mining
-from task_builders.anonymize import Anonymizer, Vault, message_ids
+from privacy import identity
+from privacy.anonymize import Anonymizer, Vault, message_ids
+from task_builders import gitrewrite, mining
 from task_builders.config import DatasetConfig
 from task_builders.families import BuildContext, families
 from warehouse import publish as publishing
@@ -149,8 +150,8 @@ def anonymizer(store: Store, dataset: str, with_message_ids: bool = False) -> An
 
 def find_entities(store: Store, dataset: str, config: DatasetConfig) -> str:
     """Run NER over the raw text once; keep what it found under private/. Returns NER's status line."""
-    from task_builders.anonymize import discover
-    from task_builders.ner import load_ner, ner_status
+    from privacy.anonymize import discover
+    from privacy.ner import load_ner, ner_status
 
     ner = load_ner(config.ner_model) if config.ner_model else None
     status = ner_status() if config.ner_model else "NER off (ner_model = \"\" in taskmine.toml)"
@@ -452,11 +453,11 @@ def verdicts_by_task(rows: list[Validation], tasks: Iterable[Task] = ()) -> dict
 
 # --- 7. publish --------------------------------------------------------------------------------------
 
-def secrets(text: str) -> Iterable[str]:
-    """The leak audit's detector: kinds of secrets (keys, tokens, passwords) found in `text`."""
-    from task_builders import pii
+def audit_rules(store: Store, dataset: str):
+    """What the leak audit (`privacy.audit.audit`) looks for in this dataset: every gate uses these rules."""
+    from privacy.audit import Rules
 
-    return [s.kind for s in pii.find(text) if s.kind.startswith("secret:")]
+    return Rules.of(anonymizer(store, dataset))
 
 
 def funnel(store: Store, dataset: str) -> dict[str, int]:
@@ -522,7 +523,6 @@ def publish(store: Store, dataset: str, config: DatasetConfig | None = None
                 s[v.run_kind].append(v.score)
         counts = funnel(store, dataset)
         counts["published"] = len(valid)
-        anon = anonymizer(store, dataset)
         result = publishing.publish(valid, store.worlds(dataset), store.published_root(), dataset, funnel=counts,
-                                    validation=summary, known_strings=anon.known_strings(), detector=secrets)
+                                    validation=summary, rules=audit_rules(store, dataset))
     return result, counts

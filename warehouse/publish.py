@@ -31,7 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from warehouse import audit
+from privacy import audit
 from warehouse.ids import canonical_json, content_hash, sha256_file
 from warehouse.schemas import Task
 
@@ -39,10 +39,9 @@ PIPELINE_VERSION = "0.1.0"
 
 
 class LeakError(RuntimeError):
-    def __init__(self, hits: list[audit.Hit]):
-        self.hits = hits
-        where = "; ".join(f"{h.file} ({h.where}, {h.kind} #{h.index})" for h in hits[:5])
-        super().__init__(f"leak audit found {len(hits)} known identities in the files to publish: {where}")
+    def __init__(self, report: audit.Report):
+        self.report, self.hits = report, report.hits
+        super().__init__(f"leak audit of the files to publish: {report.summary()}")
 
 
 TASK_COLUMNS = pa.schema([
@@ -63,8 +62,8 @@ class Published:
 
 
 def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: str, *, funnel: dict[str, int],
-            validation: dict[str, dict], known_strings: Iterable[str],
-            detector: audit.Detector | None = None) -> Published:
+            validation: dict[str, dict], rules: audit.Rules) -> Published:
+    """Stage, leak-audit (`privacy.audit.audit` with the dataset's `rules`), then rename into place."""
     tasks = sorted(tasks, key=lambda t: t.task_id)
     world_key = json.loads((world_root / "world.json").read_text()).get("key") if (world_root / "world.json").exists() \
         else None
@@ -90,10 +89,10 @@ def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: st
         })
     pq.write_table(pa.Table.from_pylist(rows, schema=TASK_COLUMNS), stage / "tasks.parquet", compression="zstd")
     (stage / "README.md").write_text(_card(dataset, version, tasks, funnel), encoding="utf-8")
-    hits = audit.scan(stage, known_strings, detector=detector)
-    if hits:
+    report = audit.audit(stage, rules)
+    if not report.ok:
         shutil.rmtree(stage)
-        raise LeakError(hits)
+        raise LeakError(report)
     files = {str(p.relative_to(stage)): sha256_file(p) for p in sorted(stage.rglob("*")) if p.is_file()}
     manifest = {"dataset": dataset, "version": version, "pipeline_version": PIPELINE_VERSION,
                 "counts": funnel, "tasks": len(tasks),

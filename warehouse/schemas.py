@@ -79,7 +79,7 @@ class Event(Record):
     thread_key: str | None = None    # events of one conversation share it (an issue key, a thread)
     parent_id: str | None = None     # event_id of the event this one answers or changes
     ts: UtcDatetime
-    actor: str | None = None         # raw identity ref, "<source>:<kind>:<value>", see task_builders.identity
+    actor: str | None = None         # raw identity ref, "<source>:<kind>:<value>", see privacy.identity
     actor_name: str | None = None    # display name as the source shows it
     recipients: list[str] = []
     title: str | None = None

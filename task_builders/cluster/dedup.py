@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from task_builders.cluster.families import ADDRESS
-from task_builders.identity import UnionFind
+from privacy.identity import UnionFind
 from task_builders.mining import KEY
 
 NUM_PERM = 126

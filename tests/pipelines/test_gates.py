@@ -82,7 +82,7 @@ def test_a_leak_after_anonymization_stops_the_run_there(taskmine_env, sample_com
     run at the anonymized_leaks check, before a single task is built."""
     import shutil
 
-    from task_builders.anonymize import Anonymizer
+    from privacy.anonymize import Anonymizer
 
     exports = tmp_path / "exports"
     shutil.copytree(sample_company, exports, symlinks=True)

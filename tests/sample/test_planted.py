@@ -1,4 +1,4 @@
-"""Planted structured identifiers and secrets: exact offsets, every type and form, found by task_builders.pii."""
+"""Planted structured identifiers and secrets: exact offsets, every type and form, found by privacy.pii."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from sample.gitstream import git_env
 from sample.locate import text_at
 from sample.planted import KEY_LIKE, SHA_LIKE, Planter
 from sample.roster import Pii, Text
-from task_builders.pii import find
+from privacy.pii import find
 
 PEOPLE_TYPES = {"name", "first_name", "email", "phone", "username"}
 IDENTIFIERS = {"ip", "postal_address", "url_personal", "credit_card", "iban", "us_ssn"}

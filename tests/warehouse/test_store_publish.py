@@ -5,7 +5,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from warehouse.audit import scan
+from privacy.audit import Rules, audit
 from warehouse.loader import DatasetError, load_dataset
 from warehouse.publish import LeakError, publish
 from warehouse.schemas import Event, Task, arrow_schema, duckdb_ddl
@@ -64,7 +64,7 @@ def _task(tmp_path, i, text="Fix the cache"):
 
 def test_publish_is_deterministic_and_loadable(tmp_path):
     tasks = [_task(tmp_path, 2), _task(tmp_path, 1)]
-    kw = dict(funnel={"events": 3}, validation={}, known_strings=["Maria Lopez"])
+    kw = dict(funnel={"events": 3}, validation={}, rules=Rules(["Maria Lopez"]))
     a = publish(tasks, tmp_path / "worlds" / "d", tmp_path / "pub", "d", **kw)
     first = {p: (a.path / p).read_bytes() for p in ("tasks.parquet", "manifest.json")}
     b = publish(list(reversed(tasks)), tmp_path / "worlds" / "d", tmp_path / "pub", "d", **kw)
@@ -83,7 +83,7 @@ def test_publish_refuses_a_leak(tmp_path):
     tasks = [_task(tmp_path, 1, text="Ask Maria Lopez about it")]
     with pytest.raises(LeakError) as err:
         publish(tasks, tmp_path / "worlds" / "d", tmp_path / "pub", "d", funnel={}, validation={},
-                known_strings=["Maria Lopez"])
+                rules=Rules(["Maria Lopez"]))
     assert "Maria Lopez" not in str(err.value) and err.value.hits
     assert not list((tmp_path / "pub" / "d").glob("*/manifest.json"))
 
@@ -97,17 +97,15 @@ def test_audit_reads_git_history(tmp_path):
     (repo / "a.txt").write_text("hello\n")
     subprocess.run(["git", "-C", str(repo), "add", "."], check=True, env=env)
     subprocess.run(["git", "-C", str(repo), "commit", "-qm", "x"], check=True, env=env)
-    hits = scan(tmp_path / "w", ["Maria Lopez"])
+    hits = audit(tmp_path / "w", Rules(["Maria Lopez"])).hits
     assert hits and hits[0].file == "repo" and hits[0].kind == "name"
-    assert scan(tmp_path / "w", ["Someone Else"]) == []
+    assert audit(tmp_path / "w", Rules(["Someone Else"])).hits == []
 
 
-def test_audit_detector_finds_secrets_no_list_names(tmp_path):
-    from taskmine.flow import secrets
-
+def test_audit_finds_secrets_no_list_names(tmp_path):
     (tmp_path / "w").mkdir()
     (tmp_path / "w" / "config.py").write_text('GITHUB = "ghp_' + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8" + '"\n')
-    hits = scan(tmp_path / "w", [], detector=secrets)
-    assert [h.kind for h in hits] == ["secret:github_token"]
+    report = audit(tmp_path / "w", Rules([]))
+    assert [h.kind for h in report.hits] == ["secret:github_token"] and "ghp_" not in report.summary()
     (tmp_path / "w" / "config.py").write_text('GITHUB = "[SECRET:GITHUB_TOKEN]"\n')
-    assert scan(tmp_path / "w", [], detector=secrets) == []
+    assert audit(tmp_path / "w", Rules([])).ok

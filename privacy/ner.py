@@ -36,7 +36,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from task_builders.pii import Span
+from privacy.pii import Span
 
 LABELS = {"PERSON": "person", "GPE": "place", "LOC": "place", "FAC": "place"}
 # Components that never help NER; excluded so they are neither loaded nor run.

@@ -87,6 +87,6 @@ class TermMatcher:
 
 
 def speed_up(scrubber) -> None:
-    """Give a `task_builders.anonymize.Scrubber` the TermMatcher in place of its known-term regex."""
+    """Give a `privacy.anonymize.Scrubber` the TermMatcher in place of its known-term regex."""
     if scrubber._known is not None and not isinstance(scrubber._known, TermMatcher):
         scrubber._known = TermMatcher(scrubber._known, scrubber.terms)

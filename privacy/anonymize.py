@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from task_builders.identity import Person, fold, persons
-from task_builders import pii
-from task_builders.fastscrub import TermMatcher
+from privacy.identity import Person, fold, persons
+from privacy import pii
+from privacy.fastscrub import TermMatcher
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Identity
 

@@ -1,4 +1,4 @@
-"""The e-mail address pattern shared by the extractors' checks and `task_builders.pii`.
+"""The e-mail address pattern shared by the extractors' checks and `privacy.pii`.
 
 Invariant: anchored on non-word boundaries so it does not eat neighbouring text (`pii` holds every
 other recognizer: phones, addresses, IPs, cards, IBANs, SSNs, secrets).

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from task_builders.anonymize import _LowerWords, discover
-from task_builders.ner import Ner, _Seen, may_name, paragraphs
+from privacy.anonymize import _LowerWords, discover
+from privacy.ner import Ner, _Seen, may_name, paragraphs
 
 PARENT = "Hi all,\n\nWEB-2 is hurting customers.\nPlease ask Jordan Ames to look.\n\n-- \nSofia Moreau\n"
 REPLY = ("Hi Sofia,\n\nI'll take WEB-2.\n\nOn 07/11/2020 09:48, Sofia Moreau wrote:\n> Hi all,\n>\n"

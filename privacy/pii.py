@@ -75,7 +75,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from task_builders.patterns import EMAIL
+from privacy.patterns import EMAIL
 
 
 class Span(NamedTuple):

@@ -1,4 +1,4 @@
-"""task_builders.pii (pattern recognizers, redact) and task_builders.ner (optional spaCy NER).
+"""privacy.pii (pattern recognizers, redact) and privacy.ner (optional spaCy NER).
 
 Token-shaped test values are assembled at run time so no secret scanner mistakes this file for a leak.
 """
@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from task_builders.ner import Ner, chunks, load_ner, ner_status
-from task_builders.pii import Span, default_placeholder, find, redact
+from privacy.ner import Ner, chunks, load_ner, ner_status
+from privacy.pii import Span, default_placeholder, find, redact
 
 
 def _b64(obj: dict) -> str:
@@ -365,7 +365,7 @@ def test_load_ner_reports_a_missing_model_in_one_line():
 
 
 def test_importing_ner_loads_no_spacy():
-    code = "import sys, task_builders.ner, task_builders.pii; print('spacy' in sys.modules)"
+    code = "import sys, privacy.ner, privacy.pii; print('spacy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

@@ -1,8 +1,8 @@
-"""Fixtures shared by the task_builders tests."""
+"""Fixtures shared by the privacy tests."""
 
 import pytest
 
-from task_builders.ner import load_ner, ner_status
+from privacy.ner import load_ner, ner_status
 
 
 @pytest.fixture(scope="module")

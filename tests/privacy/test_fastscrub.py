@@ -8,9 +8,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from task_builders.anonymize import Anonymizer, Scrubber, Vault
-from task_builders.fastscrub import TermMatcher, speed_up
-from task_builders.identity import Person
+from privacy.anonymize import Anonymizer, Scrubber, Vault
+from privacy.fastscrub import TermMatcher, speed_up
+from privacy.identity import Person
 
 # Letters whose case-insensitive matches are not their lower(): dotless/dotted i, long s, Kelvin sign, sharp s.
 LETTERS = "aAbBiIkKsS" + "\u0131\u0130\u017f\u212a\u00df\u00e9\u00c9"
@@ -51,7 +51,7 @@ def test_same_output_as_the_regex(names, usernames, data):
 def test_same_output_on_the_sample_company_and_it_replaces_something(sample_company):
     from bench.anonymize import load_corpus
     from extractors import detect
-    from task_builders import identity
+    from privacy import identity
     from warehouse.schemas import Event
 
     texts, _, _ = load_corpus(sample_company, "acme")

@@ -1,7 +1,7 @@
 import datetime as dt
 
-from task_builders.anonymize import Anonymizer, Vault
-from task_builders.identity import resolve
+from privacy.anonymize import Anonymizer, Vault
+from privacy.identity import resolve
 from warehouse.ids import event_id
 from warehouse.schemas import Event
 
