@@ -26,6 +26,7 @@ EXAMPLES = """examples:
   taskmine extractors check ~/exports/acme
   taskmine families list                    # task families; also: checks list, sandboxes list
   taskmine serve --published .taskmine/published/acme --task 3f2a   # one task's tools over MCP (stdio)
+  taskmine review --dataset acme --n 50 --out review/   # an audit sheet for people; --read verdicts back
   taskmine bench ingest --scale 50
   taskmine bench embed --scale 10          # cached embeddings vs plain sentence-transformers
   taskmine bench worlds --scale 5          # one world per dataset vs a full copy per task
@@ -232,6 +233,47 @@ def cmd_serve(args) -> int:
     return 0
 
 
+def cmd_review(args) -> int:
+    """`taskmine review`: write the audit sheet of a sample of a dataset's tasks, or read reviewers' verdicts
+    back into the agreement between reviewers and the grader (stored in reports/<dataset>/review.json)."""
+    import json
+
+    _env(args)
+    from graders.review import VerdictError, read_verdicts, sample, write_sheet
+    from warehouse.store import Store
+
+    store = Store()
+    tasks = store.read("tasks", args.dataset)
+    if not tasks:
+        raise UserError(f"dataset {args.dataset!r} has no tasks in {store.home}; run `taskmine run` first")
+    if args.read:
+        try:
+            result = read_verdicts([Path(f) for f in args.read], args.dataset, {t.task_id for t in tasks})
+        except VerdictError as exc:
+            raise UserError(str(exc)) from None
+        out = store.home / "reports" / args.dataset / "review.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1, sort_keys=True))
+        g = result["grader"]
+        ci = f" (95% CI {g['low']:.2f}-{g['high']:.2f})" if g["rate"] is not None else ""
+        print(f"{args.dataset}: {len(result['reviewers'])} reviewers, {g['reviewed']} verdicts, grader agreement "
+              f"{g['rate']}{ci}, {g['unsure']} unsure")
+        for fam, a in result["per_family"].items():
+            print(f"  {fam:<16} {a['reviewed']:>4} verdicts  agreement {a['rate']}")
+        if result["between_reviewers"]["pairs"]:
+            b = result["between_reviewers"]
+            print(f"  between reviewers: {b['alike']} of {b['pairs']} answered alike")
+        print(f"stored: {out}")
+        return 0
+    if not args.out:
+        raise UserError("review needs --out DIR to write the sheet, or --read VERDICTS.json ... to read verdicts")
+    chosen = sample(tasks, args.n, seed=args.dataset)
+    page = write_sheet(chosen, store.read("validations", args.dataset), args.dataset, Path(args.out))
+    print(f"wrote {page} ({len(chosen)} tasks); reviewers open it, answer, and send back their verdicts-*.json; then: "
+          f"taskmine review --dataset {args.dataset} --read verdicts-*.json")
+    return 0
+
+
 def cmd_bench(args) -> int:
     _env(args)
     from bench import run as bench_run
@@ -288,6 +330,16 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("path", nargs="?", metavar="PATH|NAME",
                    help="export folder or file (check) or connector name (new)")
     e.set_defaults(fn=cmd_extractors)
+
+    rv = sub.add_parser("review", help="an audit sheet of sampled tasks for people, and their verdicts read back",
+                        epilog="examples:\n  taskmine review --dataset acme --n 50 --out review/\n"
+                               "  taskmine review --dataset acme --read review/verdicts-*.json",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    rv.add_argument("--dataset", required=True)
+    rv.add_argument("--n", type=int, default=50, help="tasks to sample, stratified by family (default 50)")
+    rv.add_argument("--out", help="folder for index.html")
+    rv.add_argument("--read", nargs="+", metavar="VERDICTS", help="verdict files downloaded from the sheet")
+    rv.set_defaults(fn=cmd_review)
 
     sv = sub.add_parser("serve", help="serve one published task's company tools over MCP (stdio) for an agent harness")
     sv.add_argument("--published", required=True, help="published/<dataset>[/<version>]")
