@@ -283,12 +283,13 @@ def run_project(events: list, texts: list[str], prose: list[bool], ner, workers:
     t["identities"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     docs = (_Doc(x) for x, is_prose in zip(texts, prose) if is_prose)
-    outsiders, places = discover(docs, ner, allow, workers=workers)  # Ner.names: its own fork pool if > 1
+    found = discover(docs, ner, allow, workers=workers, people=identity.persons(ids))  # its own fork pool if > 1
+    outsiders = found.outsiders
     known = {identity.fold(w) for i in ids for n in i.names for w in n.split()}  # as flow.find_entities
-    places = [p for p in places if not {identity.fold(w) for w in p.split()} & known]
+    places = [p for p in found.places if not {identity.fold(w) for w in p.split()} & known]
     t["ner"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    anon = Anonymizer(ids, _vault(), mids, outsiders, places, allow)
+    anon = Anonymizer(ids, _vault(), mids, outsiders, places, allow, found.lower, found.lists)
     t["build"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     if workers == 1:
@@ -363,7 +364,8 @@ def known_term_pass(events: list, texts: list[str], found: tuple[list[str], list
         return {}
 
     def repl(m: re.Match) -> str:
-        return scrub.terms.get(m.group(0).casefold(), "[PERSON]")
+        term = scrub.terms.get(m.group(0).casefold())
+        return term.replacement if term else "[PERSON]"
 
     t0 = time.perf_counter()
     slow = [scrub._known_regex.sub(repl, t) for t in texts]
@@ -582,13 +584,13 @@ def memory_child(ds_dir: str) -> dict:
     mids = message_ids(events())
     peak["identities"] = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.reset_peak()
-    outsiders, places = discover((_Doc(t) for _, t, is_prose in iter_texts(root.parent, DATASET, blobs)
-                                  if is_prose), ner, allow)
+    found = discover((_Doc(t) for _, t, is_prose in iter_texts(root.parent, DATASET, blobs) if is_prose), ner,
+                     allow, people=identity.persons(ids))
     known = {identity.fold(w) for i in ids for n in i.names for w in n.split()}
-    places = [p for p in places if not {identity.fold(w) for w in p.split()} & known]
+    places = [p for p in found.places if not {identity.fold(w) for w in p.split()} & known]
     peak["ner"] = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.reset_peak()
-    anon = Anonymizer(ids, _vault(), mids, outsiders, places, allow)
+    anon = Anonymizer(ids, _vault(), mids, found.outsiders, places, allow, found.lower, found.lists)
     texts = chars = 0
     for _, text, _ in iter_texts(root.parent, DATASET, blobs):
         texts += 1
