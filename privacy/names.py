@@ -260,6 +260,7 @@ _GREETING = re.compile(
 _SAID_AFTER = re.compile(
     r"(?:'s|\u2019s)\b|[ \t]+(?:wrote|writes|said|says|asked|asks|replied|replies|commented|mentioned|suggested|"
     r"noted|added|posted|proposed|reported|agreed|thinks|thought|schrieb)\b|[ \t]*<[^<>\s@]{1,64}@")
+_ATTRIBUTION = re.compile(r"(?:^|[\"\u201d'\s])[\u2014\u2015\u2013][ \t]*$")
 _HANDLE_BEFORE = re.compile(r"(?:@|\[~|~|\buser[ \t]+|\blogin[ \t]+|\bu/)$")
 _SENTENCE_END = frozenset(".!?:;")
 _TITLE_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
@@ -270,7 +271,8 @@ def strong_cue(text: str, start: int, end: int, role: str = "first") -> bool:
     """Whether the words around `text[start:end]` say it is a person's name, whatever its case: a mention or
     handle before it (`@x`, `[~x]`, `~x`), a greeting or sign-off before it ("Hi", "Thanks,", "cc", "Dr"),
     "x wrote"/"x said"/"x's"/"x <address>" after it, a line of its own (a signature, a routing line), the
-    supercite quote prefix ("x> " at the start of a line), or the whole text (a structured field). For a user
+    supercite quote prefix ("x> " at the start of a line), a quotation's attribution ('" — x' ending a line), or
+    the whole text (a structured field). For a user
     name (`role` "user") greetings do not count (they precede first names), but "x@" does."""
     if start == 0 and end == len(text):
         return True
@@ -289,6 +291,8 @@ def strong_cue(text: str, start: int, end: int, role: str = "first") -> bool:
         return True  # a line of its own: a signature, a name on a routing line
     if not bare.strip() and after.startswith(">"):
         return True  # "Herbert> ..." : the name a supercite-style quote puts before every quoted line
+    if _ATTRIBUTION.search(before[-12:]) and not after.strip(" \t.,;"):
+        return True  # '"... all time." — Jane Roe': who said a quotation
     return role != "user" and bool(_GREETING.search(before[-40:]))
 
 
@@ -414,9 +418,9 @@ def person_evidence(words: list[str], vocab: Vocabulary, cue: bool = False) -> s
 
     Every word must be name-shaped (capitalized letters; an initial; a particle such as "van"), the first and
     last not initials. Then: "first-name list" when the first word is a known first name and the last word a
-    surname, or neither an ordinary word nor a first name ("Monte Carlo" is no name); "surname list" when the
-    last word is a surname and no word is ordinary; "name context" (`cue`: NER saw it in a greeting, an
-    attribution, a signature) when no word is ordinary."""
+    surname, or neither an ordinary word nor a first name ("Monte Carlo" is no name, unless `cue`); "surname
+    list" when the last word is a surname and no word is ordinary; "name context" (`cue`: NER saw it in a
+    greeting, an attribution, a signature) when no word is ordinary."""
     if len(words) < 2 or not all(_NAME_WORD.fullmatch(w) or w.casefold() in _PARTICLES for w in words):
         return None
     first, last = words[0], words[-1]
@@ -424,8 +428,9 @@ def person_evidence(words: list[str], vocab: Vocabulary, cue: bool = False) -> s
         return None
     core = [w for w in words if len(w.rstrip(".")) >= 2 and w.casefold() not in _PARTICLES]
     plain = not any(vocab.ordinary(w) for w in core)
-    # "Monte Carlo": a first name after a first name is no surname
-    if vocab.first_name(first) and (vocab.surname(last) or (not vocab.ordinary(last) and not vocab.first_name(last))):
+    # "Monte Carlo": a first name after a first name is no surname, unless the context says it is a name
+    if vocab.first_name(first) and (vocab.surname(last) or (not vocab.ordinary(last)
+                                                           and (cue or not vocab.first_name(last)))):
         return "first-name list"
     if vocab.surname(last) and plain:
         return "surname list"

@@ -51,6 +51,7 @@ def test_vocabulary_tells_ordinary_words_from_names():
     ("please ping @hearing on it", "hearing", "user", True),  # a mention
     ("the hearing went well", "hearing", "user", False),
     ("Herbert> quoted text", "Herbert", "first", True),       # supercite quote prefix
+    ("\"... for all time.\" \u2014 Mark", "Mark", "first", True),  # who said a quotation
     ("var x = Good(1);", "Good", "last", False),              # code: identifiers are capitalized anyway
 ])
 def test_name_use(text, word, role, used):
@@ -66,6 +67,7 @@ def test_name_use(text, word, role, used):
     ("Target Platform", False, False), ("Alloy Model", False, False), ("Add XML", False, False),
     ("Will Fix", False, False),                # a first name, then an ordinary word
     ("Monte Carlo", False, False),             # two first names: no surname
+    ("Mark Reinhold", True, True),             # ... unless the context says it is a name
     ("Xiaoming Zhang", False, True),           # a surname of the list, no ordinary word
     ("Vantreight Oyelowo", True, True),        # unknown to every list, but seen in a greeting or signature
     ("Vantreight Oyelowo", False, False),
