@@ -278,7 +278,7 @@ def cmd_bench(args) -> int:
     _env(args)
     from bench import run as bench_run
 
-    return bench_run(args.what, scale=args.scale, out=args.out, memory=args.memory)
+    return bench_run(args.what, scale=args.scale, out=args.out, memory=args.memory, real=args.real, show=args.show)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -353,11 +353,14 @@ def parser() -> argparse.ArgumentParser:
         pl.add_argument("action", choices=["list"])
         pl.set_defaults(fn=cmd_plugins)
 
-    b = sub.add_parser("bench", help="benchmarks: ingest, anonymize, embed, worlds")
-    b.add_argument("what", choices=["ingest", "anonymize", "embed", "worlds"])
+    b = sub.add_parser("bench", help="benchmarks: ingest, anonymize, embed, worlds, privacy")
+    b.add_argument("what", choices=["ingest", "anonymize", "embed", "worlds", "privacy"])
     b.add_argument("--scale", type=int, default=50)
     b.add_argument("--out", help="folder for the generated input (default: a temp folder)")
     b.add_argument("--memory", action="store_true", help="also peak RSS per extractor at --scale and 10x it")
+    b.add_argument("--real", help="privacy: the folder of real exports (default ../shared/data/real)")
+    b.add_argument("--show", action="store_true",
+                   help="privacy: print every miss and changed word with its context (real names: terminal only)")
     b.set_defaults(fn=cmd_bench)
     return p
 
