@@ -139,8 +139,9 @@ def cmd_audit(args) -> int:
             root = resolve(store.published_root() / ds)
         except DatasetError as exc:
             raise UserError(str(exc)) from None
-        report = audit.audit(root, flow.audit_rules(store, ds))
-        print(f"{ds} {root.name}: {len(report.hits)} known identities or secrets found ({report.summary()})")
+        report = audit.audit(root, flow.audit_rules(store, ds), manifest=True)
+        print(f"{ds} {root.name}: {report.summary()} (audited {report.texts} texts, {report.chars:,} chars, NER read "
+              f"{report.ner_read} changed paragraphs, {report.seconds:.1f}s)")
         for h in report.hits[:20]:
             print(f"  {h.file}: {h.where} ({h.kind} #{h.index})")
         bad += not report.ok

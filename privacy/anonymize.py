@@ -528,6 +528,12 @@ class Scrubber:
     def message_id(self, value: str | None) -> str | None:
         return self.message_ids.get(value, value) if value else value
 
+    def kept_email(self, address: str) -> bool:
+        """Whether an address stays as written: a mailing list's own (from its List-Id) or a role's."""
+        local, _, domain = address.casefold().rpartition("@")
+        return bool(self.lists and f"{_LIST_SUFFIX.sub('', local)}.{domain}" in self.lists) \
+            or _role_address(local, domain)
+
     def _email(self, address: str) -> str | None:
         """The replacement of an address; None when it stays as written (a list's or a role's: its domain is
         still mapped like any host)."""
@@ -539,9 +545,7 @@ class Scrubber:
             return known
         if folded in self.own_emails or folded.endswith(("@message-id.invalid", "@redacted.example")):
             return address  # already a pseudonym: a second pass must not change it
-        local, _, domain = address.rpartition("@")
-        if (self.lists and f"{_LIST_SUFFIX.sub('', local.casefold())}.{domain.casefold()}" in self.lists) \
-                or _role_address(local.casefold(), domain.casefold()):
+        if self.kept_email(address):
             # a mailing list's own addresses (post, -unsubscribe, -help, ...) and role addresses are nobody's
             return None
         return f"person-{content_hash('email', self.vault.salt, folded)[:8]}@redacted.example"
@@ -830,10 +834,13 @@ class Anonymizer:
         return sorted(out.items())
 
     def own_strings(self) -> list[str]:
-        """The pseudonyms' names and addresses and the fake domains: what the audit must not count as real."""
+        """The pseudonyms' names, addresses, user names and the handles made of them ("jane-roe"), and the fake
+        domains: what the audit must not count as real."""
         out = {self.vault.domain, *self.scrub.fake_domains}
         for q in self.vault.pseudonyms.values():
             out.update((q.full_name, q.first, q.last, q.email, q.username))
+            out.update(_handle(q, style) for style in ("firstlast", "first.last", "first_last", "first-last",
+                                                       "last.first"))
         return sorted(out)
 
 

@@ -126,9 +126,9 @@ def _lexicon() -> tuple[frozenset[str], tuple[tuple[str, str], ...]]:
 
         tables = srsly.msgpack_loads(path.read_bytes())
         for lemmas in tables.get("lemma_index", {}).values():
-            words.update(w.casefold() for w in lemmas if w.isalpha())
+            words.update(w.casefold() for w in lemmas if w.replace("-", "").isalpha())  # "e-mail" too
         for exc in tables.get("lemma_exc", {}).values():
-            words.update(k.casefold() for k in exc if k.isalpha())
+            words.update(k.casefold() for k in exc if k.replace("-", "").isalpha())
         for pairs in tables.get("lemma_rules", {}).values():
             rules.update((a, b) for a, b in pairs if a and a.isalpha())
     words.update(stop_words())

@@ -178,9 +178,15 @@ class Ner:
             self.stats["read_chars"] += chars
             yield from spans
 
+    def seen_digests(self) -> set[bytes]:
+        """The digests (blake2b, 16 bytes) of the paragraphs the last `found`/`names` call saw (at most two
+        generations: the leak audit skips paragraphs it finds here unchanged)."""
+        seen = getattr(self, "_seen", None)
+        return (seen.new | seen.old) if seen is not None else set()
+
     def _distinct(self, texts: Iterable[str]) -> Iterator[str]:
         """Each paragraph of `texts` (cut to the chunk limit) the first time it occurs."""
-        seen = _Seen(SEEN_GENERATION)
+        seen = self._seen = _Seen(SEEN_GENERATION)
         for text in texts:
             for para in paragraphs(text or ""):
                 self.stats["paragraphs"] += 1

@@ -136,6 +136,11 @@ def entities_path(store: Store, dataset: str) -> Path:
     return store.private / "entities" / f"{dataset}.json"
 
 
+def paragraphs_path(store: Store, dataset: str) -> Path:
+    """Digests of the raw paragraphs NER read while anonymizing (private: the leak audit's skip list)."""
+    return store.private / "entities" / f"{dataset}.paragraphs"
+
+
 def anonymizer(store: Store, dataset: str, with_message_ids: bool = False) -> Anonymizer:
     """The dataset's anonymizer: identities, vault, and the outsiders/places NER found (private)."""
     vault = Vault.load(vault_path(store, dataset))
@@ -163,10 +168,12 @@ def find_entities(store: Store, dataset: str, config: DatasetConfig) -> str:
     places = [p for p in found.places if not {identity.fold(w) for w in p.split()} & known]
     f = entities_path(store, dataset)
     f.parent.mkdir(parents=True, exist_ok=True)
-    f.write_text(json.dumps({"ner": status, "outsiders": found.outsiders, "places": places,
+    f.write_text(json.dumps({"ner": status, "ner_model": config.ner_model if ner else "",
+                             "outsiders": found.outsiders, "places": places,
                              "allow": list(config.allow), "candidates": found.candidates, "lower": found.lower,
                              "lists": found.lists},
                             indent=1, ensure_ascii=False))
+    paragraphs_path(store, dataset).write_bytes(b"".join(sorted(ner.seen_digests())) if ner else b"")
     return status
 
 
@@ -461,10 +468,18 @@ def verdicts_by_task(rows: list[Validation], tasks: Iterable[Task] = ()) -> dict
 # --- 7. publish --------------------------------------------------------------------------------------
 
 def audit_rules(store: Store, dataset: str):
-    """What the leak audit (`privacy.audit.audit`) looks for in this dataset: every gate uses these rules."""
+    """What the leak audit (`privacy.audit.audit`) looks for in this dataset: every gate uses these rules. NER is
+    the model anonymization used (none when it ran without), with the digests of the paragraphs it read."""
     from privacy.audit import Rules
+    from privacy.ner import load_ner
 
-    return Rules.of(anonymizer(store, dataset))
+    f = entities_path(store, dataset)
+    found = json.loads(f.read_text()) if f.exists() else {}
+    ner = load_ner(found["ner_model"]) if found.get("ner_model") else None
+    p = paragraphs_path(store, dataset)
+    raw = p.read_bytes() if ner is not None and p.exists() else b""
+    seen = {raw[i:i + 16] for i in range(0, len(raw), 16)}
+    return Rules.of(anonymizer(store, dataset), ner=ner, seen=seen)
 
 
 def funnel(store: Store, dataset: str) -> dict[str, int]:

@@ -124,7 +124,7 @@ def test_run_with_bad_records_quarantines_them_and_loses_nothing(tmp_path, sampl
     failing = taskmine("replay", "--task", task.task_id[:10], "--agent", "exit 3", "--sandbox", "local", home=home)
     assert "agent: exit 3" in failing.stdout and "score 0.000" in failing.stdout
     audit = taskmine("audit", home=home)
-    assert audit.returncode == 0 and "0 known identities" in audit.stdout
+    assert audit.returncode == 0 and "no known identity, personal data or secret" in audit.stdout
 
 
 def test_extractors_list_and_check(tmp_path, sample_company):
