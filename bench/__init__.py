@@ -22,7 +22,7 @@ def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False
     if what == "anonymize":
         from bench.anonymize import bench_anonymize
 
-        return bench_anonymize(scale, out, memory)
+        return bench_anonymize(scale, out, memory, input=input, real=real)
     if what == "embed":
         from bench.embed import bench_embed
 

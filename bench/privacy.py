@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import tempfile
 import time
@@ -209,7 +208,6 @@ def bench_privacy(real: str | None = None, show: bool = False) -> int:
     report: dict = {"real": str(root)}
     with tempfile.TemporaryDirectory(prefix="taskmine-bench-privacy-") as tmp:
         home = Path(tmp) / "home"
-        os.environ.setdefault("TASKMINE_HOME", str(home))
         names = sorted(p.name for p in root.iterdir() if p.is_dir())
         prepared = {}
         t0 = time.perf_counter()

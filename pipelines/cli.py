@@ -279,7 +279,8 @@ def cmd_bench(args) -> int:
     _env(args)
     from bench import run as bench_run
 
-    return bench_run(args.what, scale=args.scale, out=args.out, memory=args.memory, real=args.real, show=args.show)
+    return bench_run(args.what, scale=args.scale, out=args.out, memory=args.memory, real=args.real, show=args.show,
+                     input=args.input)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -359,7 +360,10 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--scale", type=int, default=50)
     b.add_argument("--out", help="folder for the generated input (default: a temp folder)")
     b.add_argument("--memory", action="store_true", help="also peak RSS per extractor at --scale and 10x it")
-    b.add_argument("--real", help="privacy: the folder of real exports (default ../shared/data/real)")
+    b.add_argument("--input", choices=["sample", "real-mail"], default="sample",
+                   help="anonymize: the sample company at --scale, or the real mail archives of --real")
+    b.add_argument("--real", help="privacy, anonymize --input real-mail: the folder of real exports "
+                                  "(default ../shared/data/real)")
     b.add_argument("--show", action="store_true",
                    help="privacy: print every miss and changed word with its context (real names: terminal only)")
     b.set_defaults(fn=cmd_bench)
