@@ -290,7 +290,7 @@ def run_project(events: list, texts: list[str], prose: list[bool], ner, workers:
     places = [p for p in found.places if not {identity.fold(w) for w in p.split()} & known]
     t["ner"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    anon = Anonymizer(ids, _vault(), mids, outsiders, places, allow, found.lower, found.lists)
+    anon = Anonymizer(ids, _vault(), mids, outsiders, places, allow, found.lower, found.lists, found.orgs)
     t["build"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     if workers == 1:  # committed files are code, as the stage scrubs repository files
@@ -595,7 +595,7 @@ def memory_child(ds_dir: str) -> dict:
     places = [p for p in found.places if not {identity.fold(w) for w in p.split()} & known]
     peak["ner"] = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.reset_peak()
-    anon = Anonymizer(ids, _vault(), mids, found.outsiders, places, allow, found.lower, found.lists)
+    anon = Anonymizer(ids, _vault(), mids, found.outsiders, places, allow, found.lower, found.lists, found.orgs)
     texts = chars = 0
     for _, text, _ in iter_texts(root.parent, DATASET, blobs):
         texts += 1
@@ -678,7 +678,7 @@ def bench_real_mail(real: str | None = None, workers: tuple[int, ...] = (1, 2)) 
             found = discover(events, ner, (), workers=w, people=identity.persons(ids))
             stats["ner_read"] += ner.stats.get("read", 0)
             anon = Anonymizer(ids, _vault(), message_ids(events), found.outsiders, found.places, (), found.lower,
-                              found.lists)
+                              found.lists, found.orgs)
             stats["outsiders"] += len(anon.outsiders)
             store = Store(home)
             store.replace("anonymized_events", name, [anon.event(e) for e in events])

@@ -14,14 +14,15 @@ anywhere but a temporary TASKMINE_HOME that is deleted afterwards.
    - person recall: labelled person spans whose every letter and digit is inside a replacement (a first name replaced
      and the surname kept is a miss); Presidio: inside results of any type (and, beside it, PERSON results only);
    - contact recall: the same for e-mail addresses and phone numbers;
-   - ordinary words changed: words of the English lexicon (`privacy.names.is_english`: spaCy's WordNet tables and stop
-     words) outside every labelled span, that a replacement (a result, for Presidio) overlaps, over all such words.
-2. The real Jira, GitHub and Slack exports: titles and bodies after anonymization, words (a letter, then letters,
-   digits and `_'-`, two characters or more) that are no part of a known identity or accepted outsider (their names,
-   user names, addresses and the handles made of their names) nor of an e-mail address or phone number: the share
-   the stage changed, split into ordinary words (English lexicon) and technical ones (the rest: identifiers, product
-   names, commands). Words changed that are still a person's (a user name in a home path or a profile URL the
-   identity graph does not know) count as changed.
+   - ordinary words changed: words of the English lexicon (`privacy.names.is_english`: spaCy's WordNet tables and
+     stop words) outside every labelled span, that a replacement (a result, for Presidio) overlaps, over all such
+     words.
+2. The real Jira, GitHub, Slack and git exports: titles and bodies (commit messages) after anonymization, words (a
+   letter, then letters, digits and `_'-`, two characters or more) that are no part of a known identity or accepted
+   outsider (their names, user names, addresses and the handles made of their names) nor of an e-mail address or
+   phone number: the share the stage changed, split into ordinary words (English lexicon) and technical ones (the
+   rest: identifiers, product names, commands). Words changed that are still a person's (a user name in a home path,
+   a profile URL or a merge message that the identity graph does not know) count as changed.
 3. NER candidates on every real export: how many NER "persons" there were and how many the evidence rules accepted
    (each with its evidence); `--show` prints them for review (real names: the terminal only).
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import subprocess
 import tempfile
 import time
 from collections import Counter
@@ -42,7 +44,7 @@ from pathlib import Path
 DEVSET = Path(__file__).resolve().parent / "data" / "real_mail_devset.json"
 DEFAULT_REAL = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "real"
 WORDS_EXPORTS = ("jira-appcelerator-tidev", "jira-finos-perceval-fixture", "github-issues-rust-archive",
-                 "slack-r-contributors", "slack-export-viewer-fixture")
+                 "slack-r-contributors", "slack-export-viewer-fixture", "git-more-itertools")
 _WORD = re.compile(r"[^\W\d_][\w'\u2019-]*\w")
 _ALNUM = re.compile(r"\w")
 
@@ -64,14 +66,22 @@ def real_root(path: str | None = None) -> Path:
 
 
 def _prepare(home: Path, root: Path, name: str, ner_model: str = "en_core_web_sm"):
-    """Ingest, identities and anonymize of one real export, as the pipeline runs them: (store, dataset, anonymizer)."""
+    """Ingest, identities and anonymize of one real export, as the pipeline runs them: (store, dataset, anonymizer).
+    A folder holding only git bundles is cloned first (its SOURCES.md tells users to `git clone` it)."""
     from task_builders.config import DatasetConfig
     from taskmine import flow
     from warehouse.store import Store
 
     store = Store(home)
     ds = name.replace("-", "_")
-    flow.prepare(store, ds, root / name, DatasetConfig(ner_model=ner_model), run_id="bench", links_too=False)
+    src = root / name
+    bundles = sorted(src.glob("*.bundle"))
+    if bundles and all(p.suffix == ".bundle" for p in src.iterdir()):
+        src = home.parent / "clones" / name
+        for b in bundles:
+            if not (src / b.stem).exists():
+                subprocess.run(["git", "clone", "-q", str(b), str(src / b.stem)], check=True, capture_output=True)
+    flow.prepare(store, ds, src, DatasetConfig(ner_model=ner_model), run_id="bench", links_too=False)
     return store, ds, flow.anonymizer(store, ds)
 
 

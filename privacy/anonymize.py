@@ -214,9 +214,10 @@ class Scrubber:
 
     def __init__(self, people: list[Person], vault: Vault, message_ids: Iterable[str] = (),
                  places: Iterable[str] = (), allow: Iterable[str] = (), outsiders: Iterable[Person] = (),
-                 vocab: Vocabulary | None = None, lists: Iterable[str] = ()):
+                 vocab: Vocabulary | None = None, lists: Iterable[str] = (), orgs: Iterable[str] = ()):
         self.vault = vault
         self.lists = {x.strip("<> ").casefold() for x in lists if x}
+        self.orgs = {x.casefold() for x in orgs}
         self.vocab = vocab or Vocabulary()
         outsiders = list(outsiders)
         # Message-IDs name hosts and often people; each becomes one opaque id, the same everywhere, so
@@ -381,7 +382,8 @@ class Scrubber:
             seg = self._personal_segment(sp) if sp.kind == "url_personal" else None
             if seg is not None:  # only the person's part of a link or path goes
                 a, b, new = seg
-                cands.append(Edit(sp.start + a, sp.start + b, new, "pattern"))
+                if b > a:
+                    cands.append(Edit(sp.start + a, sp.start + b, new, "pattern"))
                 continue
             new = self._pattern(sp)
             if new != sp.value:
@@ -490,6 +492,8 @@ class Scrubber:
         if seg is None:
             return None
         name = sp.value[seg[0]:seg[1]]
+        if name.casefold() in self.orgs:
+            return 0, 0, ""  # the project's own organization (see discover): nobody's, kept
         term = self.terms.get(name.casefold())
         new = term.replacement if term is not None and term.role in ("user", "handle") else "[USER]"
         return seg[0], seg[1], _cased(name, new)
@@ -705,11 +709,12 @@ class Anonymizer:
 
     def __init__(self, identities: Iterable[Identity], vault: Vault, message_ids: Iterable[str] = (),
                  outsiders: Iterable[str] = (), places: Iterable[str] = (), allow: Iterable[str] = (),
-                 lower: dict[str, int] | None = None, lists: Iterable[str] = ()):
+                 lower: dict[str, int] | None = None, lists: Iterable[str] = (), orgs: Iterable[str] = ()):
         """`outsiders`: names of people no identity carries (customers, family members) that `discover`
         accepted; each becomes a pseudonymous person of its own, consistent across the dataset. `lower`: the
         dataset's lower-case word counts (`Discovery.lower`), for `Vocabulary.ordinary`. `lists`: the List-Ids
-        of the dataset's mailing lists, whose own addresses stay as they are."""
+        of the dataset's mailing lists, whose own addresses stay as they are. `orgs`: the project's own
+        organization on its forge (`Discovery.orgs`), kept in merge messages."""
         identities = list(identities)
         people = persons(identities)
         # NER spans run over ("Karl Heinz Marbaise" after "Karl Heinz"): a name that extends a known or
@@ -741,7 +746,7 @@ class Anonymizer:
         self.vault = vault
         self.vocab = Vocabulary(lower, first=[x[0] for p in self.people for n in p.names if (x := name_parts(n))],
                                 last=[x[2] for p in self.people for n in p.names if (x := name_parts(n))])
-        self.scrub = Scrubber(self.people, vault, message_ids, places, allow, self.outsiders, self.vocab, lists)
+        self.scrub = Scrubber(self.people, vault, message_ids, places, allow, self.outsiders, self.vocab, lists, orgs)
         self.person_of = {i.handle: canonical.get(i.person_id, i.person_id) for i in identities}
 
     def pseudonym(self, handle: str | None) -> Pseudonym | None:
@@ -852,6 +857,7 @@ NOT_NAME_WORDS = frozenset("""
 """.split())
 _NAME_WORD = re.compile(r"^[^\W\d_][^\W\d_'\u2019-]*(?:[-'\u2019][^\W\d_]+)*$")
 _CAMEL = re.compile(r"[a-z][A-Z]|^[A-Z]{2,}[a-z]")
+_MERGE_LOGIN = re.compile(r"Merge pull request #\d{1,9} from ([A-Za-z0-9][A-Za-z0-9-]{0,38})/")
 COMMON_PLACE = 20_000  # a place word before this frequency rank is a well-known place's
 _TECH_SUFFIX = re.compile(r"(?i)(?:file|js|rc|conf|cfg|lib|db|sql|api|sdk|cli|ui)$")
 
@@ -885,6 +891,7 @@ class Discovery:
     candidates: list[dict] = field(default_factory=list)
     lower: dict[str, int] = field(default_factory=dict)
     lists: list[str] = field(default_factory=list)
+    orgs: list[str] = field(default_factory=list)  # logins of merge messages that are the project's organization
 
 
 def discover(events: Iterable[Event], ner, allow: Iterable[str] = (), workers: int = 1,
@@ -908,19 +915,26 @@ def discover(events: Iterable[Event], ner, allow: Iterable[str] = (), workers: i
     counts = LowerCounts()
     routed: Counter = Counter()
     lists: set[str] = set()
+    merges: Counter = Counter()  # login -> merge messages "Merge pull request #N from <login>/<branch>"
+    projects: set[str] = set()
 
     def texts() -> Iterator[str]:
         # NER reads at most the first NER_MAX_CHARS of a text (~30k chars/s: a 50 MB mail body would take half
         # an hour); the names it finds are then replaced everywhere, in every text, whole.
         for ev in events:
-            list_id = (getattr(ev, "attrs", None) or {}).get("list_id")
+            attrs = getattr(ev, "attrs", None) or {}
+            list_id = attrs.get("list_id")
             if isinstance(list_id, str):
                 lists.add(list_id.strip("<> ").casefold())
+            if isinstance(attrs.get("repo"), str):  # "rust-lang/rust", "more-itertools": the project's own names
+                projects.update(p.casefold() for p in attrs["repo"].split("/") if p)
             for t in (ev.title, ev.body):
                 if t:
                     t = t[:NER_MAX_CHARS]
                     lowered.add(t)
                     counts.add(t)
+                    if "Merge pull request #" in t:
+                        merges.update(m.group(1).casefold() for m in _MERGE_LOGIN.finditer(t))
                     for r in routing.find(t):
                         routed[(r.name, r.order, (r.address or "").casefold())] += 1
                     yield t
@@ -971,8 +985,8 @@ def discover(events: Iterable[Event], ner, allow: Iterable[str] = (), workers: i
             candidates.append({"name": value, "seen": seen, "evidence": "known person", "accepted": False})
             continue
         if len(words) == 1:
-            ok = vocab.first_name(value) and not vocab.ordinary(value) and fold(value) not in known_words \
-                and person_cue[value] > 0
+            # a word that is also ordinary ("Jay") is fine: a one-word outsider is replaced only where used as a name
+            ok = vocab.first_name(value) and fold(value) not in known_words and person_cue[value] > 0
             why = "first-name list and a name context (one word: replaced only where used as a name)" if ok else None
         else:
             why = person_evidence(words, vocab, cue=person_cue[value] > 0)
@@ -1017,7 +1031,10 @@ def discover(events: Iterable[Event], ner, allow: Iterable[str] = (), workers: i
     interest |= {fold(u) for p in people for u in p.usernames} | {fold(e.split("@")[0]) for p in people
                                                                    for e in p.emails}
     lower = {w: counts.counts[w] for w in sorted(interest) if counts.counts.get(w)}
-    return Discovery(people_found, sorted(places - set(people_found)), candidates, lower, sorted(lists))
+    # the project's own organization (a name of one of its repositories) merges pull requests from its own
+    # branches: not a person
+    orgs = sorted(x for x in merges if x in projects)
+    return Discovery(people_found, sorted(places - set(people_found)), candidates, lower, sorted(lists), orgs)
 
 
 _LETTERS = r"[^\W\d_]+"

@@ -117,15 +117,18 @@ class Rules:
         self.own_words = {w for o in self.own if "@" not in o for w in o.split()}
         self.patterns, self.secrets = patterns, secrets
         self.keep_email = keep_email or (lambda address: False)
+        self.orgs: set[str] = set()
         self.ner, self.vocab, self.seen = ner, vocab, seen if seen is not None else set()
 
     @classmethod
     def of(cls, anon: Anonymizer, ner=None, seen: set[bytes] | None = None) -> Rules:
         """The rules for the dataset `anon` anonymizes (with `ner`, people in prose too)."""
         strings = anon.audit_strings()
-        return cls([s for s, handle_only in strings if not handle_only],
-                   handles=[s for s, handle_only in strings if handle_only], own=anon.own_strings(),
-                   keep_email=anon.scrub.kept_email, ner=ner, vocab=anon.vocab, seen=seen)
+        rules = cls([s for s, handle_only in strings if not handle_only],
+                    handles=[s for s, handle_only in strings if handle_only], own=anon.own_strings(),
+                    keep_email=anon.scrub.kept_email, ner=ner, vocab=anon.vocab, seen=seen)
+        rules.orgs = set(anon.scrub.orgs)
+        return rules
 
     # ----------------------------------------------------------------------------------------- finding
 
@@ -174,7 +177,7 @@ class Rules:
         if sp.kind == "url_personal":
             seg = (0, len(sp.value)) if not re.search(r"[/:\\]", sp.value) else pii.person_in_url(sp.value)
             name = sp.value[seg[0]:seg[1]].casefold() if seg else v
-            return name in self.own or _PLACEHOLDER.match(name) is not None
+            return name in self.own or name in self.orgs or _PLACEHOLDER.match(name) is not None
         return False
 
     def fresh(self, text: str) -> list[str]:

@@ -20,9 +20,10 @@ Sources (installed packages, read lazily and cached per process; nothing is down
 Invariants:
 - No work at import time; each table is built once per process, on first use.
 - `Vocabulary.ordinary(w)` is True when the dataset uses `w` in lower case at least twice, or `w` is a stop word
-  or a month or weekday, or an English word that is not a name, or a common English word (frequency rank under
-  `COMMON_RANK`) that is also a name but not mainly one (`NAME_DOMINANT` lists those that are). Everything else
-  (real surnames, user names, rare words) is distinctive.
+  or a month or weekday, or an English word of the frequency list (or an inflection of one) that is not a name,
+  or a common English word (frequency rank under `COMMON_RANK`) that is also a name but not mainly one
+  (`NAME_DOMINANT` lists those that are). Everything else (real surnames, user names, rare words such as the
+  proper nouns WordNet lists) is distinctive.
 - `name_use` reads only the text around the span (the same line, a few words): it is cheap and deterministic.
 """
 
@@ -181,8 +182,22 @@ def _ranks() -> dict[str, int]:
 
 
 def frequency_rank(word: str) -> int | None:
-    """0 for the most frequent whole word of the frequency list, None when the word is not in it."""
-    return _ranks().get(word.casefold())
+    """0 for the most frequent whole word of the frequency list, None when the word is not in it. A hyphenated word
+    ("e-mail") ranks as its closed form ("email"), else as its rarest part."""
+    ranks, w = _ranks(), word.casefold()
+    if w in ranks or "-" not in w:
+        return ranks.get(w)
+    if w.replace("-", "") in ranks:
+        return ranks[w.replace("-", "")]
+    parts = [ranks.get(p) for p in w.split("-") if p]
+    return max(parts) if parts and None not in parts else None
+
+
+def _common_inflection(word: str) -> bool:
+    """Whether `word` is a regular inflection of a word of the frequency list ("hearings", "reschedules")."""
+    _, rules = _lexicon()
+    return any(word.endswith(a) and len(word) > len(a) + 1 and frequency_rank(word[: -len(a)] + b) is not None
+               for a, b in rules)
 
 
 class Vocabulary:
@@ -212,9 +227,10 @@ class Vocabulary:
             return True
         if not is_english(w):
             return False
-        if w not in self.first and w not in self.last:
-            return True
         rank = frequency_rank(w)
+        if w not in self.first and w not in self.last:
+            # a lexicon word nobody writes (WordNet lists "barnard", "furnish"): rare enough to be a name
+            return rank is not None or _common_inflection(w)
         return rank is not None and rank < COMMON_RANK and w not in NAME_DOMINANT
 
     def first_name(self, word: str) -> bool:

@@ -26,6 +26,8 @@ Kinds and rules (one line each; the recognizer below holds the exact pattern):
   The span is the whole URL. Local home paths (`/home/<name>`, `/Users/<name>`, `C:\\Users\\<name>`)
   are reported as url_personal too, but only the name segment, so the rest of a stack trace survives.
   Generic names (root, runner, ubuntu, me, new, ...) and template slots (`{id}`, `:id`) are not people.
+  The login a forge's merge message names (`Merge pull request #12 from <login>/<branch>`) is url_personal
+  too, the login alone.
 - credit_card: 13-19 digits, no separators or one kind (space or dash) in 4-4-4-4(-3) / 4-6-5 / 4-6-4
   groups, a known issuer prefix for that length (Visa, Mastercard, Amex, Discover, JCB, Diners,
   UnionPay), Luhn-valid.
@@ -531,6 +533,7 @@ def _url(s: str, start: int, end: int, scheme: str) -> Iterator[_Cand]:
 
 _NAME_END = r"([A-Za-z0-9][A-Za-z0-9._-]{0,63})(?=[/\\]|$|[\s\"'`:;,)\]])"
 _HOME = re.compile(r"/(?<![\w.~:-]/)(?:home|Users)/" + _NAME_END)
+_MERGE_PR = re.compile(r"Merge pull request #\d{1,9} from ([A-Za-z0-9][A-Za-z0-9-]{0,38})/")
 _WIN_HOME = re.compile(r"(?i:[a-z]:(?:\\\\|\\)(?:users|documents and settings)(?:\\\\|\\))" + _NAME_END)
 
 
@@ -545,6 +548,10 @@ def _urls(t: _Text) -> Iterator[_Cand]:
         if host + "/" in low:
             for m in _anchored(s, low, host + "/", _BARE_BACK, _BARE_URL, 8):
                 yield from _url(s, m.start(), m.start() + len(_trim_url(m.group(0))), "")
+    if "Merge pull request #" in s:
+        for m in _MERGE_PR.finditer(s):
+            if _is_person(m.group(1)):
+                yield m.start(1), m.end(1), "url_personal", _OTHER
     for rx, present in ((_HOME, "/home/" in s or "/Users/" in s), (_WIN_HOME, "users\\" in low)):
         for m in rx.finditer(s) if present else ():
             if _is_person(m.group(1)):

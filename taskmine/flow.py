@@ -148,7 +148,8 @@ def anonymizer(store: Store, dataset: str, with_message_ids: bool = False) -> An
     f = entities_path(store, dataset)
     found = json.loads(f.read_text()) if f.exists() else {}
     a = Anonymizer(store.read("identities", dataset), vault, ids, found.get("outsiders", ()),
-                   found.get("places", ()), found.get("allow", ()), found.get("lower", {}), found.get("lists", ()))
+                   found.get("places", ()), found.get("allow", ()), found.get("lower", {}), found.get("lists", ()),
+                   found.get("orgs", ()))
     vault.save()
     return a
 
@@ -171,7 +172,7 @@ def find_entities(store: Store, dataset: str, config: DatasetConfig) -> str:
     f.write_text(json.dumps({"ner": status, "ner_model": config.ner_model if ner else "",
                              "outsiders": found.outsiders, "places": places,
                              "allow": list(config.allow), "candidates": found.candidates, "lower": found.lower,
-                             "lists": found.lists},
+                             "lists": found.lists, "orgs": found.orgs},
                             indent=1, ensure_ascii=False))
     paragraphs_path(store, dataset).write_bytes(b"".join(sorted(ner.seen_digests())) if ner else b"")
     return status

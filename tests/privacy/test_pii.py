@@ -45,6 +45,7 @@ POSITIVE = [
     ("Voice: +44 1392\n264065\n> next line", "phone", "+44 1392\n264065"),  # wrapped by a quoting client
     ("Voice: +44 1392\n>  264065\n", "phone", "+44 1392\n>  264065"),
     ("FURB\n  (047) 3321-0660\n", "phone", "(047) 3321-0660"),  # trunk code in parentheses
+    ("Merge pull request #974 from octocat42/fix-chunked", "url_personal", "octocat42"),  # the login only
     ("contact jane.doe@example.com today", "email", "jane.doe@example.com"),
     ("From: Jane <jane+tag@mail.example.org>", "email", "jane+tag@mail.example.org"),
     ("write to jane [at] example [dot] com", "email", "jane [at] example [dot] com"),
