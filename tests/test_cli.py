@@ -12,8 +12,12 @@ from pathlib import Path
 from warehouse.store import Store
 
 
+# Set by contain_caches() in this process when an earlier test ran a Dagster job in-process: a user's shell has none.
+CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "PYTORCH_KERNEL_CACHE_PATH", "MPLCONFIGDIR")
+
+
 def taskmine(*args, home, check=False, **env_extra):
-    env = {**os.environ, "TASKMINE_HOME": str(home), **env_extra}
+    env = {**{k: v for k, v in os.environ.items() if k not in CACHE_VARS}, "TASKMINE_HOME": str(home), **env_extra}
     env.pop("DAGSTER_HOME", None)
     r = subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True, env=env,
                        timeout=600)
