@@ -985,9 +985,14 @@ def discover(events: Iterable[Event], ner, allow: Iterable[str] = (), workers: i
             candidates.append({"name": value, "seen": seen, "evidence": "known person", "accepted": False})
             continue
         if len(words) == 1:
-            # a word that is also ordinary ("Jay") is fine: a one-word outsider is replaced only where used as a name
-            ok = vocab.first_name(value) and fold(value) not in known_words and person_cue[value] > 0
-            why = "first-name list and a name context (one word: replaced only where used as a name)" if ok else None
+            # one word: a first name in a name context ("Thanks Jay"; a word that is also ordinary is fine, a
+            # one-word outsider is replaced only where used as a name), or a first name that is no word, tagged
+            # in two or more paragraphs ("whether Guido will accept")
+            cued = person_cue[value] > 0
+            ok = vocab.first_name(value) and fold(value) not in known_words and (
+                cued or (seen >= 2 and not vocab.ordinary(value)))
+            why = (f"first-name list and {'a name context' if cued else f'NER in {seen} paragraphs'} (one word: "
+                   "replaced only where used as a name)") if ok else None
         else:
             why = person_evidence(words, vocab, cue=person_cue[value] > 0)
         candidates.append({"name": value, "seen": seen, "cue": person_cue[value], "evidence": why,

@@ -60,8 +60,9 @@ _ADDR = r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,253}\.[A-Za-z]{2,24}"
 
 _ON_WROTE = re.compile(rf"(?im)^{_Q}(?:on|am|le|el|em|il|op)\b(.{{3,160}}?)(?:wrote|schrieb|a \u00e9crit|escribi\u00f3|"
                        r"escreveu|ha scritto|schreef)[ \t]*:?[ \t]*$")
-_WROTE = re.compile(rf"(?im)^{_Q}(\"?)({_ANYNAME})\1[ \t]*(?:<({_ADDR})>|\(({_ADDR})\)|\[mailto:({_ADDR})\])?"
-                    r"[ \t]+(?:wrote|writes|said|a \u00e9crit|schrieb)[ \t]*:[ \t]*$")
+_OBF = r"[A-Za-z0-9._%+-]{1,64} at [A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,6}"  # pipermail's "user at host.org"
+_WROTE = re.compile(rf"(?im)^{_Q}(\"?)({_ANYNAME})\1[ \t]*(?:<({_ADDR}|{_OBF})>|\(({_ADDR}|{_OBF})\)|"
+                    rf"\[mailto:({_ADDR})\])?[ \t]+(?:wrote|writes|said|a \u00e9crit|schrieb)[ \t]*:[ \t]*$")
 _SCHRIEB = re.compile(rf"(?im)^{_Q}am\b[^\n]{{3,100}}?\bschrieb[ \t]+(\"?)({_ANYNAME})\1[ \t]*(?:<({_ADDR})>)?[ \t]*:"
                       r"[ \t]*$")
 _MUTT = re.compile(rf"(?im)^{_Q}\*[ \t]+({_ANYNAME})[ \t]*(?:<({_ADDR})>)?[ \t]*\[[^\]\n]{{4,40}}\][ \t]*:[ \t]*$")
@@ -80,8 +81,6 @@ _LOTUS_SENDER = re.compile(rf"(?m)^{_Q}({_NAME2})[ \t]*\n{_Q}\d{{1,2}}/\d{{1,2}}
 _DATE_WORD = re.compile(r"(?i)\d|^(?:am|pm|a\.m\.|p\.m\.|at|um|\u00e0|a|las|utc|gmt|cet|cest|eet|eest|est|edt|cst|"
                         r"cdt|mst|mdt|pst|pdt|bst|ist|jst|msk|monday|tuesday|wednesday|thursday|friday|saturday|"
                         r"sunday|mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)\.?$")
-# Pipermail and gmane write "user at host.org": an address too.
-_OBF = r"[A-Za-z0-9._%+-]{1,64} at [A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,6}"
 _ITEM_ADDR = re.compile(rf"<[ \t]*({_ADDR}|{_OBF})[ \t]*>|\[(?:mailto|smtp):({_ADDR})\]|\(({_ADDR}|{_OBF})\)|"
                         rf"({_ADDR}|{_OBF})", re.I)
 _JUNK_WORDS = frozenset("""all team everyone list users dev devel developers group undisclosed recipients
@@ -159,7 +158,8 @@ def _attributions(text: str, out: list[Routed]) -> None:
         if not re.search(r"(?i)wrote|schrieb|a \u00e9crit", m.group(1)):
             _on_wrote(text, m.start(1), joined_end, out, tail=m.group(2))
     for m in _WROTE.finditer(text):
-        _add(out, text, m.start(2), m.end(2), m.group(3) or m.group(4) or m.group(5))
+        address = m.group(3) or m.group(4) or m.group(5)
+        _add(out, text, m.start(2), m.end(2), address.replace(" at ", "@") if address else None)
     for m in _SCHRIEB.finditer(text):
         _add(out, text, m.start(2), m.end(2), m.group(3))
     for m in _MUTT.finditer(text):

@@ -48,6 +48,9 @@ EXPECTED = {
     "apple_mail.txt": {
         ("Ines Marchbanks", "first-last", "ines.marchbanks@icloud.example"),
         ("Tobias Fennimore", "first-last", "tobias@fennimore.example")},
+    "pipermail.txt": {  # Mailman's archives write addresses "user at host"
+        ("odalys", "single", "odalys@brightwater.example.org"),
+        ("Konstantyn Ferrabee", "first-last", "kferrabee@lab.example.edu")},
     "mutt_and_lists.txt": {
         ("Radomir Kessler", "first-last", None), ("Wendeline Oyelowo", "first-last", "wendy@lists.example"),
         ("Aurelio Vantini", "first-last", "aurelio@vantini.example"),
