@@ -476,7 +476,7 @@ class Scrubber:
 
     def _pattern(self, sp: pii.Span) -> str:
         if sp.kind == "email":
-            address = sp.value
+            address = re.sub(r"\n(?:[ \t]*>)*[ \t]*", "", sp.value)  # wrapped by a quoting client
             if "@" not in address:  # "user [at] host [dot] org"
                 address = re.sub(r"\s*[\[(]?\s*(?:at|AT)\s*[\])]?\s*", "@", address, count=1)
                 address = re.sub(r"\s*[\[(]?\s*(?:dot|DOT)\s*[\])]?\s*", ".", address)

@@ -3,7 +3,8 @@
 Kinds and rules (one line each; the recognizer below holds the exact pattern):
 - email: RFC-5322-ish `local@domain.tld` (patterns.EMAIL), plus obfuscations `user [at] host [dot] org` and
   `user at host dot org` (the unbracketed one only with a common TLD, so prose is not an address), and
-  pipermail's `user at host.org` (a generic TLD or a country code, and a label of 3+ characters).
+  pipermail's `user at host.org` (a generic TLD or a country code, and a label of 3+ characters), and an
+  address a quoting client wrapped after a dot of its domain (`jane.roe@mail.\n>>> com`).
 - phone: `+CC ...`/`00CC ...` with separators (8-15 digits; a group may continue on the next line, after quote
   markers), compact `+E.164`, NANP `(415) 555-0134` / `415-555-0134` (one separator kind), national trunk
   `020 7946 0958` (starts with 0, 9-12 digits) and `(047) 3321-0660` (trunk code in parentheses).
@@ -169,6 +170,8 @@ def _entropy(value: str) -> float:
 # ---------------------------------------------------------------------------------------------- email
 
 _EMAIL_BACK = re.compile(r"[A-Za-z0-9._%+-]{1,64}\Z")
+_EMAIL_WRAPPED = re.compile(r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@[A-Za-z0-9-]{1,63}"
+                            r"(?:\.[A-Za-z0-9-]{1,63}){0,4}\.\n(?:[ \t]*>)*[ \t]*[A-Za-z]{2,24}(?![\w-])")
 _EMAIL_OBF = re.compile(
     r"[A-Za-z0-9](?<![\w.+-][A-Za-z0-9])[A-Za-z0-9._%+-]{0,63}(\s?[\[({]at[\])}]\s?| at )"
     r"[A-Za-z0-9-]{1,63}(?:(?:\s?[\[({]dot[\])}]\s?| dot |\.)[A-Za-z0-9-]{1,63}){1,4}(?![\w-])", re.I)
@@ -188,6 +191,9 @@ def _emails(t: _Text) -> Iterator[_Cand]:
     if "@" in s:
         for m in _anchored(s, s, "@", _EMAIL_BACK, EMAIL):
             yield m.start(), m.end(), "email", _OTHER
+        if ".\n" in s:  # an address a quoting client wrapped after a dot: "jane.roe@mail.\n>>> com>"
+            for m in _anchored(s, s, "@", _EMAIL_BACK, _EMAIL_WRAPPED):
+                yield m.start(), m.end(), "email", _OTHER
     if " at " in s:
         for m in _anchored(s, s, " at ", _PIPERMAIL_BACK, _PIPERMAIL, 64):
             if any(len(label) >= 3 for label in m.group(1).split(".")[:-1]):

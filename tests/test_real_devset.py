@@ -7,22 +7,23 @@ from pathlib import Path
 
 import pytest
 
-from bench.privacy import DEVSET, _ours, _prepare, load_devset, score
+from bench.privacy import DEVSET, HELDOUT, _ours, _prepare, load_devset, score
 
 REAL = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "real"
 
 pytestmark = pytest.mark.real
 
 
-def test_the_dev_set_stores_no_text():
-    doc = json.loads(DEVSET.read_text())
-    assert len(doc["messages"]) >= 40
+@pytest.mark.parametrize("path, least", [(DEVSET, 40), (HELDOUT, 14)], ids=["dev", "held-out"])
+def test_the_labelled_sets_store_no_text(path, least):
+    doc = json.loads(path.read_text())
+    assert len(doc["messages"]) >= least
     for m in doc["messages"]:
         assert set(m) == {"dataset", "file", "offset", "member", "message_id_sha256", "body_sha256", "body_chars",
                           "spans"}
         assert all(len(s) == 4 and isinstance(s[0], int) and isinstance(s[1], int) and s[2] in
                    ("person", "email", "phone") and len(s[3]) == 12 for s in m["spans"])
-    text = DEVSET.read_text()
+    text = path.read_text()
     assert "@" not in text.replace("maildir", "")  # no address, hence no text of a message
 
 

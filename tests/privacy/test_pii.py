@@ -42,6 +42,7 @@ PEM = "-----BEGIN " + "RSA PRIVATE KEY-----\n" + KEY_BODY + "\n-----END RSA PRIV
 POSITIVE = [
     ("From: perry at stsci.example.edu (Perry G)", "email", "perry at stsci.example.edu"),  # pipermail
     ("R.M.Everson at exeter.ac.uk wrote", "email", "R.M.Everson at exeter.ac.uk"),
+    ("Jane Roe <jane.q.roe@gmail.\n>>> com>:", "email", "jane.q.roe@gmail.\n>>> com"),  # wrapped by a client
     ("Voice: +44 1392\n264065\n> next line", "phone", "+44 1392\n264065"),  # wrapped by a quoting client
     ("Voice: +44 1392\n>  264065\n", "phone", "+44 1392\n>  264065"),
     ("FURB\n  (047) 3321-0660\n", "phone", "(047) 3321-0660"),  # trunk code in parentheses
