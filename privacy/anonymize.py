@@ -416,6 +416,15 @@ class Scrubber:
             if q is None:
                 out.append(e)
                 continue
+            prev = out[-1] if out else None
+            own_first = prev is not None and (
+                prev.person == e.person or fold(text[prev.start:prev.end]) in self.first_names.get(e.person, ()))
+            if own_first and prev.source == "term" and prev.role == "first" \
+                    and _NAME_GAP.fullmatch(text, prev.end, e.start):
+                # "Jeff M. Whitaker", "Riyafa (Harry) Hameed": first name, initial or nickname, surname: one name
+                out[-1] = Edit(prev.start, e.end, _cased(text[prev.start:e.end], q.full_name), "term", e.person,
+                               "full")
+                continue
             line_start = text.rfind("\n", 0, e.start) + 1
             m = _BEFORE_SURNAME.search(text, max(line_start, e.start - 48), e.start)
             if m is None:
@@ -555,6 +564,8 @@ class Scrubber:
         return f"person-{content_hash('email', self.vault.salt, folded)[:8]}@redacted.example"
 
 
+# Between a replaced first name and surname: blanks, an initial, or a nickname in parentheses or quotes.
+_NAME_GAP = re.compile(r"[ \t]+(?:[A-Z]\.?[ \t]+|[(\"'\u201c][A-Z][\w'\u2019-]*[)\"'\u201d][ \t]+)?")
 # A capitalized word and an optional initial right before a surname ("Jeffrey S. " before "Whitaker"), or an
 # initial alone ("J. " before "Roe").
 _BEFORE_SURNAME = re.compile(r"([A-Z][a-z\u00df-\u00ff'\u2019-]+|[A-Z]\.)[ \t]+(?:[A-Z]\.?[ \t]+)?\Z")

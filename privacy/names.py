@@ -60,7 +60,14 @@ NAME_DOMINANT = frozenset("""
     martin lee tom alex matt nick ed del max ray drew bell russell ford hunter dean chase cook walker morgan
     york london paris france india america china washington texas ireland angeles virginia florida spain boston
     poland carolina francisco sydney columbia asia israel berlin georgia rome santa kong melbourne indiana diego
-    missouri tennessee arizona hollywood houston dallas louisiana atlanta
+    missouri tennessee arizona hollywood houston dallas louisiana atlanta matthew alexander billy gabriel jerry
+    nicholas alfred stanley robinson wayne bobby cooper jacob parker murray oliver logan lucas helen ken morris
+    mitchell benjamin julian foster evans leon blake terry catherine warner seth harrison leo lloyd bernard collins
+    perry ron todd ted stuart lucy beth roberts madison spencer murphy aaron muhammad clinton noah herbert owen
+    gregory duncan rogers edwards oscar tyler isaac riley sullivan jefferson gilbert harvey leonard dylan arnold
+    wallace marc watson nancy adrian caroline trent bennett hughes abraham eugene brad shaw jared newton montgomery
+    harper bryan ellis roosevelt stevens chen diana chester wu napoleon bailey cassie columbus sofia santiago yang
+    hans josh campbell wright warren gates mills
 """.split())
 _CYRILLIC = dict(zip("абвгдеёжзийклмнопрстуфхцчшщъыьэюяіїєґ",
                      "a b v g d e e zh z i y k l m n o p r s t u f kh ts ch sh shch - y - e yu ya i yi ye g".split()))
@@ -243,9 +250,11 @@ class Vocabulary:
 # -------------------------------------------------------------------------------- words in lower case
 
 # A word of letters in lower case standing alone: not part of an address (also pipermail's "user at host.org" and
-# a shell prompt's "user at host"; "look at it" loses one count of "look"), host, path, handle or identifier.
-_LOWER_WORD = re.compile(r"(?<![\w@~/.+\\-])[a-z\u00df-\u00ff]+(?:['\u2019][a-z]+)?(?![\w@/\\+-])(?!\.\w)"
-                         r"(?! at [\w-])")
+# a shell prompt's "user at host"; "look at it" loses one count of "look"), host, path, handle or identifier. A
+# word right after a greeting ("sorry herve", "thanks jim") is captured with it and not counted: a name.
+_LOWER_WORD = re.compile(r"(\b(?:hi|hello|hey|dear|thanks|thank you|thx|cheers|sorry|cc|ping)[ \t]*,?[ \t]+)?"
+                         r"(?<![\w@~/.+\\-])([a-z\u00df-\u00ff]+(?:['\u2019][a-z]+)?)(?![\w@/\\+-])(?!\.\w)"
+                         r"(?! at [\w-])", re.I)
 
 
 class LowerCounts:
@@ -259,7 +268,9 @@ class LowerCounts:
     def add(self, text: str) -> None:
         counts = self.counts
         full = len(counts) >= self.limit
-        for w in _LOWER_WORD.findall(text):
+        for greeting, w in _LOWER_WORD.findall(text):
+            if greeting or not w.islower():
+                continue
             if w in counts:
                 counts[w] += 1
             elif not full:

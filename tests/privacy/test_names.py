@@ -208,3 +208,25 @@ def test_stop_words_read_from_the_file_are_spacys():
     from privacy.names import stop_words
 
     assert stop_words() == frozenset(STOP_WORDS)
+
+
+def test_a_name_with_an_initial_or_a_nickname_between_is_one_name():
+    people = [person("p1", ["Ravindra Quist"], ["rq@acme.example"], [])]
+    v = vault()
+    v.assign(people)
+    s = Scrubber(people, v, vocab=Vocabulary())
+    q = v.pseudonyms["p1"]
+    for text in ("-- \nRavindra (Ravi) Quist\n", "ask Ravindra M. Quist now", "ask Ravindra Quist now",
+                 "signed R. Quist", "and Ravi K. Quist"):
+        out = s(text)
+        assert "Ravi" not in out and "Quist" not in out and " M." not in out and " K." not in out, (text, out)
+    assert s("signed R. Quist") == f"signed {q.first[0]}. {q.last}"
+
+
+def test_a_lower_case_word_after_a_greeting_is_not_counted_as_an_ordinary_word():
+    from privacy.names import LowerCounts
+
+    counts = LowerCounts()
+    counts.add("Sorry herve, I missed it. Thanks jim, and the build is green.\nhi all")
+    assert "herve" not in counts.counts and "jim" not in counts.counts
+    assert counts.counts["missed"] == 1 and counts.counts["build"] == 1
