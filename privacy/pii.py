@@ -27,9 +27,9 @@ Kinds and rules (one line each; the recognizer below holds the exact pattern):
   The span is the whole URL. Local home paths (`/home/<name>`, `/Users/<name>`, `C:\\Users\\<name>`)
   are reported as url_personal too, but only the name segment, so the rest of a stack trace survives.
   Generic names (root, runner, ubuntu, me, new, ...) and template slots (`{id}`, `:id`) are not people.
-  An ISP's member pages (`members.<isp>/<user>/...`, also homepages., users., people., personal.) name the user
-  by their first segment. The login a forge's merge message names (`Merge pull request #12 from <login>/<branch>`)
-  is url_personal too, the login alone.
+  An ISP's member pages (`members.<isp>/<user>/...`, also homepages., users., people., personal.) and gists
+  (`gist.github.com/<user>/<id>`) name the user by their first segment. The login a forge's merge message
+  names (`Merge pull request #12 from <login>/<branch>`) is url_personal too, the login alone.
 - credit_card: 13-19 digits, no separators or one kind (space or dash) in 4-4-4-4(-3) / 4-6-5 / 4-6-4
   groups, a known issuer prefix for that length (Visa, Mastercard, Amex, Discover, JCB, Diners,
   UnionPay), Luhn-valid.
@@ -433,6 +433,7 @@ _BARE_URL = re.compile(r"(?:www\.|[a-z]{2}\.)?(?:" + "|".join(re.escape(h) for h
                        r")/[^\s<>\"'`{}|\\^\[\]]{1,512}")
 _BARE_BACK = re.compile(r"(?<![\w./@-])(?:www\.|[a-z]{2}\.)?\Z")
 _MEMBER_HOSTS = frozenset("members homepages homepage users people personal".split())
+_USER_FIRST_HOSTS = frozenset("gist.github.com gist.githubusercontent.com".split())  # <user>/<id>
 _PROFILE_DIRS = frozenset("users user u people person profile profiles member members author authors staff".split())
 _NOT_A_PERSON = frozenset("""
     me self current new edit search list all index login logout signin signup register settings account
@@ -465,8 +466,9 @@ def _personal(scheme: str, host: str, segs: list[str]) -> bool:
     if any(a.lower() in dirs and _is_person(b) for a, b in zip(segs, segs[1:])):
         return True
     host = host.removeprefix("www.")
-    if host.split(".", 1)[0] in _MEMBER_HOSTS and len(host.split(".")) >= 3 and segs and _is_person(segs[0]):
-        return True  # an ISP's member pages: members.home.net/<user>/
+    if (host.split(".", 1)[0] in _MEMBER_HOSTS and len(host.split(".")) >= 3 or host in _USER_FIRST_HOSTS) \
+            and segs and _is_person(segs[0]):
+        return True  # an ISP's member pages (members.home.net/<user>/), gists (gist.github.com/<user>/<id>)
     if host.endswith("linkedin.com"):
         return len(segs) >= 2 and segs[0] in ("in", "pub") and _is_person(segs[1])
     if host == "medium.com":
@@ -496,7 +498,8 @@ def person_in_url(url: str) -> tuple[int, int] | None:
         if a.lower() in dirs and _is_person(b):
             return o, o + len(b)
     host = host.removeprefix("www.")
-    if host.split(".", 1)[0] in _MEMBER_HOSTS and len(host.split(".")) >= 3 and segs and _is_person(segs[0]):
+    if (host.split(".", 1)[0] in _MEMBER_HOSTS and len(host.split(".")) >= 3 or host in _USER_FIRST_HOSTS) \
+            and segs and _is_person(segs[0]):
         return offs[0], offs[0] + len(segs[0])
     if host.endswith("linkedin.com") and len(segs) >= 2 and segs[0] in ("in", "pub") and _is_person(segs[1]):
         return offs[1], offs[1] + len(segs[1])

@@ -182,6 +182,7 @@ def test_finds_nothing(text):
     ("http://www.cdc.example.gov/~jsw/index.html", "jsw"), ("https://gitlab.com/jroe", "jroe"),
     ("https://medium.com/@jroe", "jroe"), ("https://example.org/users/jroe/settings", "jroe"),
     ("http://members.home.example.net/jroe/index.html", "jroe"),  # an ISP's member pages
+    ("https://gist.github.com/jane-q-roe/501c4fb3150cbde58cc1", "jane-q-roe"),  # a gist
     ("https://github.com/org/repo", None)])
 def test_the_person_in_a_personal_url(url, person):
     from privacy.pii import person_in_url
