@@ -17,7 +17,8 @@ What it looks for (`Rules`, built for one dataset by `Rules.of(anonymizer, ner)`
 
 Invariants:
 - Every file under `root` is scanned (or `root` itself when it is a file): Parquet column by column, JSON as its
-  string values (or as text when it does not parse), git bundles and repositories through the history they hold
+  string values (or as text when it does not parse), JSON lines (the published world's documents.jsonl) line by
+  line as records whose title/body are prose, git bundles and repositories through the history they hold
   (every commit's identities, message and patch, and every blob of every tree), anything else as text decoded
   leniently.
 - A hit names the file, where in it, and the kind of what was found, never the string itself (the report may be
@@ -340,6 +341,9 @@ def _texts(path: Path) -> Iterator[tuple[str, str, str]]:
         for offset in range(0, len(data), 1 << 20):
             yield f"bytes {offset}", data[offset:offset + (1 << 20)].decode("utf-8", "replace"), "binary"
         return
+    if path.suffix == ".jsonl":
+        yield from _json_lines(data)
+        return
     if path.suffix == ".json":
         try:
             doc = json.loads(data)
@@ -352,6 +356,30 @@ def _texts(path: Path) -> Iterator[tuple[str, str, str]]:
     kind = "prose" if path.suffix in (".md", ".txt", ".eml") else "text"
     for offset in range(0, max(len(data), 1), 1 << 20):
         yield f"bytes {offset}", data[offset:offset + (1 << 20)].decode("utf-8", "replace"), kind
+
+
+def _json_lines(data: bytes) -> Iterator[tuple[str, str, str]]:
+    """(where, text, kind) of JSON lines: a record's prose columns (title, body, ...) are prose that NER reads,
+    every other string a field; a line that does not parse is scanned as text, so nothing is skipped."""
+    for i, line in enumerate(data.decode("utf-8", "replace").splitlines()):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            yield f"line {i + 1}", line, "text"
+            continue
+        if not isinstance(doc, dict):
+            for pointer, value, _ in _strings(doc, ""):
+                yield f"line {i + 1} {pointer}", value, "field"
+            continue
+        for name, value in doc.items():
+            yield f"line {i + 1} /{name} (key)", str(name), "field"
+            if isinstance(value, str):
+                yield f"line {i + 1} /{name}", value, "prose" if name in PROSE_COLUMNS else "field"
+            else:
+                for pointer, v, _ in _strings(value, f"/{name}"):
+                    yield f"line {i + 1} {pointer}", v, "field"
 
 
 def _strings(value, pointer: str) -> Iterator[tuple[str, str, bool]]:

@@ -99,6 +99,24 @@ def test_ner_in_the_audit_reads_only_changed_paragraphs_and_finds_people(tmp_pat
     assert report.ner_read == 2  # the unchanged paragraph was read by discovery already
 
 
+def test_the_published_world_documents_are_read_record_by_record(tmp_path, real_ner):
+    """world/documents.jsonl is where the published mail and chat live: its bodies are prose NER reads, its
+    other columns fields, and a line that does not parse is still scanned."""
+    anon = _anonymizer()
+    rules = Rules.of(anon, ner=real_ner)
+    author = anon.pseudonym("jira:qnorwell").full_name
+    docs = [{"event_id": "e1", "author": author, "title": "Crash on start", "body": "Steps: open the app."},
+            {"event_id": "e2", "author": author, "title": None, "body": "I talked to Margarethe Vollstedt about it."},
+            {"event_id": "e3", "author": "Quentin Norwell", "body": "ok", "meta": {"cc": ["x@gmail.example"]}}]
+    f = tmp_path / "documents.jsonl"
+    f.write_text("".join(json.dumps(d) + "\n" for d in docs) + "{not json qnorwell\n")
+    hits = sorted((h.kind, h.where) for h in audit(f, rules).hits)
+    assert hits == [("email", "line 3 /meta/cc/0"), ("name", "line 3 /author"), ("person", "line 2 /body"),
+                    ("username", "line 4")]
+    f.write_text(json.dumps(docs[0]) + "\n")
+    assert audit(f, rules).ok
+
+
 @pytest.mark.parametrize("secret", [True, False])
 def test_manifest_listings_are_not_read_as_secrets(tmp_path, secret):
     (tmp_path / "manifest.json").write_text(json.dumps({"files": {"auth.py": "a" * 64}}))
