@@ -10,7 +10,8 @@ import tempfile
 from pathlib import Path
 
 
-def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False) -> int:
+def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False, real: str | None = None,
+        show: bool = False, input: str = "sample") -> int:
     if what == "ingest":
         from bench.ingest import bench_ingest
 
@@ -21,7 +22,7 @@ def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False
     if what == "anonymize":
         from bench.anonymize import bench_anonymize
 
-        return bench_anonymize(scale, out, memory)
+        return bench_anonymize(scale, out, memory, input=input, real=real)
     if what == "embed":
         from bench.embed import bench_embed
 
@@ -30,4 +31,8 @@ def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False
         from bench.worlds import bench_worlds
 
         return bench_worlds(scale if scale != 50 else 5, out)
-    raise ValueError(f"unknown benchmark {what!r}; choose: ingest, anonymize, embed, worlds")
+    if what == "privacy":
+        from bench.privacy import bench_privacy
+
+        return bench_privacy(real, show)
+    raise ValueError(f"unknown benchmark {what!r}; choose: ingest, anonymize, embed, worlds, privacy")

@@ -1,5 +1,6 @@
 """`taskmine bench anonymize`: the project's anonymizer against Microsoft Presidio on the same texts, in the
 same run: texts/s, tokens/s, recall on the planted PII of the sample company, and memory as input grows.
+`--input real-mail` times the stage and its leak check on the real mail archives instead (`bench_real_mail`).
 
 Input: the sample company at `--scale` (`sample.company.write_sample`, seed 1). Texts are read straight from
 the raw export files at exactly the places the truth's "pii" locations point into: every Jira description
@@ -250,8 +251,8 @@ def _chunks(items: Iterable, n: int) -> Iterator[list]:
         yield batch
 
 
-def _scrub_chunk(texts: list[str]) -> list[str]:
-    return [_STATE["scrub"](t) for t in texts]
+def _scrub_chunk(texts: list[tuple[str, bool]]) -> list[str]:
+    return [_STATE["scrub"](t, code=not is_prose) for t, is_prose in texts]
 
 
 def _presidio_chunk(texts: list[str], batched: bool = True) -> list[list[tuple[str, int, int]]]:
@@ -283,20 +284,22 @@ def run_project(events: list, texts: list[str], prose: list[bool], ner, workers:
     t["identities"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     docs = (_Doc(x) for x, is_prose in zip(texts, prose) if is_prose)
-    outsiders, places = discover(docs, ner, allow, workers=workers)  # Ner.names: its own fork pool if > 1
+    found = discover(docs, ner, allow, workers=workers, people=identity.persons(ids))  # its own fork pool if > 1
+    outsiders = found.outsiders
     known = {identity.fold(w) for i in ids for n in i.names for w in n.split()}  # as flow.find_entities
-    places = [p for p in places if not {identity.fold(w) for w in p.split()} & known]
+    places = [p for p in found.places if not {identity.fold(w) for w in p.split()} & known]
     t["ner"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    anon = Anonymizer(ids, _vault(), mids, outsiders, places, allow)
+    anon = Anonymizer(ids, _vault(), mids, outsiders, places, allow, found.lower, found.lists, found.orgs)
     t["build"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    if workers == 1:
-        scrubbed = [anon.scrub(x) for x in texts]
+    if workers == 1:  # committed files are code, as the stage scrubs repository files
+        scrubbed = [anon.scrub(x, code=not is_prose) for x, is_prose in zip(texts, prose)]
     else:
         _STATE["scrub"] = anon.scrub
         with _pool(workers) as pool:
-            scrubbed = [s for part in pool.map(_scrub_chunk, _chunks(texts, _chunk_size(len(texts), workers)))
+            scrubbed = [s for part in pool.map(_scrub_chunk, _chunks(list(zip(texts, prose)),
+                                                                      _chunk_size(len(texts), workers)))
                         for s in part]
     t["scrub"] = time.perf_counter() - t0
     t["total"] = sum(t.values())
@@ -363,7 +366,8 @@ def known_term_pass(events: list, texts: list[str], found: tuple[list[str], list
         return {}
 
     def repl(m: re.Match) -> str:
-        return scrub.terms.get(m.group(0).casefold(), "[PERSON]")
+        term = scrub.terms.get(m.group(0).casefold())
+        return term.replacement if term else "[PERSON]"
 
     t0 = time.perf_counter()
     slow = [scrub._known_regex.sub(repl, t) for t in texts]
@@ -378,7 +382,10 @@ def known_term_pass(events: list, texts: list[str], found: tuple[list[str], list
 # --------------------------------------------------------------------------------------------- bench
 
 
-def bench_anonymize(scale: int, out: str | None = None, memory: bool = False, workers: Iterable[int] = (1, 2)) -> int:
+def bench_anonymize(scale: int, out: str | None = None, memory: bool = False, workers: Iterable[int] = (1, 2),
+                    input: str = "sample", real: str | None = None) -> int:
+    if input == "real-mail":
+        return bench_real_mail(real, tuple(workers))
     if out:
         return _bench(Path(out), scale, memory, tuple(workers))
     with tempfile.TemporaryDirectory(prefix="taskmine-bench-") as tmp:
@@ -582,13 +589,13 @@ def memory_child(ds_dir: str) -> dict:
     mids = message_ids(events())
     peak["identities"] = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.reset_peak()
-    outsiders, places = discover((_Doc(t) for _, t, is_prose in iter_texts(root.parent, DATASET, blobs)
-                                  if is_prose), ner, allow)
+    found = discover((_Doc(t) for _, t, is_prose in iter_texts(root.parent, DATASET, blobs) if is_prose), ner,
+                     allow, people=identity.persons(ids))
     known = {identity.fold(w) for i in ids for n in i.names for w in n.split()}
-    places = [p for p in places if not {identity.fold(w) for w in p.split()} & known]
+    places = [p for p in found.places if not {identity.fold(w) for w in p.split()} & known]
     peak["ner"] = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.reset_peak()
-    anon = Anonymizer(ids, _vault(), mids, outsiders, places, allow)
+    anon = Anonymizer(ids, _vault(), mids, found.outsiders, places, allow, found.lower, found.lists, found.orgs)
     texts = chars = 0
     for _, text, _ in iter_texts(root.parent, DATASET, blobs):
         texts += 1
@@ -622,3 +629,103 @@ def _measure(ds_dir: Path) -> dict:
 
 if __name__ == "__main__":
     sys.exit(bench_anonymize(int(sys.argv[1]) if len(sys.argv) > 1 else 5))
+
+
+# ---------------------------------------------------------------------------------------- real mail
+
+REAL_MAIL = ("mbox-apache-ponymail", "maildir-lkml-notmuch", "pipermail-numpy-bigbang")
+
+
+def bench_real_mail(real: str | None = None, workers: tuple[int, ...] = (1, 2)) -> int:
+    """`taskmine bench anonymize --input real-mail`: long real mail (the Apache, LKML and numpy archives in
+    ../shared/data/real: forwarded chains, quoted replies, signatures), read in place.
+
+    Our side is the anonymize stage and its leak check, per archive, as the pipeline runs them: identities,
+    Message-IDs, discovery (NER with `workers`, routing lines, word counts), the Anonymizer, every event
+    anonymized whole (title, body, people, attributes), the events written as the stage writes them, then
+    `privacy.audit.audit` of that table with the dataset's rules (known strings, pattern recognizers, NER on the
+    paragraphs anonymization changed): what the `anonymized_leaks` check does. Presidio's side: `BatchAnalyzerEngine`
+    on every title and body (analysis only; its anonymizer would add time). Words are whitespace-separated
+    tokens of the titles and bodies. Ingest and model loading are not timed."""
+    from bench.privacy import real_root
+    from extractors import detect
+    from privacy import identity
+    from privacy.anonymize import Anonymizer, discover, message_ids
+    from privacy.audit import Rules, audit
+    from privacy.ner import load_ner, ner_status
+    from warehouse.schemas import Event
+    from warehouse.store import Store
+
+    root = real_root(real)
+    archives = {}
+    for name in REAL_MAIL:
+        if (root / name).is_dir():
+            archives[name] = [r for r in detect.ingest(name, root / name, "bench") if isinstance(r, Event)]
+    texts = [t for events in archives.values() for e in events for t in (e.title, e.body) if t]
+    words = sum(len(t.split()) for t in texts)
+    ner = load_ner("en_core_web_sm")
+    if ner is None:
+        raise SystemExit(f"bench anonymize: {ner_status()}")
+    engine = _STATE["presidio"] = presidio_engine()
+    _presidio_chunk(texts[:1])
+    list(ner.people_and_places(texts[:1]))
+
+    def ours(w: int, home: Path) -> tuple[float, dict]:
+        t0 = time.perf_counter()
+        stats = {"hits": 0, "audit_s": 0.0, "ner_read": 0, "audit_ner_read": 0, "outsiders": 0}
+        for name, events in archives.items():
+            ids = identity.resolve(name, events)
+            found = discover(events, ner, (), workers=w, people=identity.persons(ids))
+            stats["ner_read"] += ner.stats.get("read", 0)
+            anon = Anonymizer(ids, _vault(), message_ids(events), found.outsiders, found.places, (), found.lower,
+                              found.lists, found.orgs)
+            stats["outsiders"] += len(anon.outsiders)
+            store = Store(home)
+            store.replace("anonymized_events", name, [anon.event(e) for e in events])
+            a0 = time.perf_counter()
+            report = audit(store.partition("anonymized_events", name), Rules.of(anon, ner, ner.seen_digests()))
+            stats["audit_s"] += time.perf_counter() - a0
+            stats["hits"] += len(report.hits)
+            stats["audit_ner_read"] += report.ner_read
+        return time.perf_counter() - t0, stats
+
+    load_before = os.getloadavg()[0]
+    wall, cpu, stats = {}, {}, {}
+    with tempfile.TemporaryDirectory(prefix="taskmine-bench-mail-") as tmp:
+        for w in workers:
+            c0 = _cpu()
+            wall[f"taskmine/{w}"], stats[w] = ours(w, Path(tmp) / f"home{w}")
+            cpu[f"taskmine/{w}"] = _cpu() - c0
+            c0 = _cpu()
+            _, wall[f"presidio/{w}"] = run_presidio(engine, texts, w)
+            cpu[f"presidio/{w}"] = _cpu() - c0
+    r = {"input": "real-mail", "archives": {k: len(v) for k, v in archives.items()}, "texts": len(texts),
+         "words": words, "chars": sum(map(len, texts)), "cores": os.cpu_count(),
+         "load_avg": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+         "wall_s": {k: round(v, 3) for k, v in wall.items()}, "cpu_s": {k: round(v, 3) for k, v in cpu.items()},
+         "texts_per_s": {k: round(len(texts) / v, 1) for k, v in wall.items()},
+         "words_per_s": {k: round(words / v) for k, v in wall.items()},
+         "speedup_wall": {str(w): round(wall[f"presidio/{w}"] / wall[f"taskmine/{w}"], 2) for w in workers},
+         "speedup_cpu": {str(w): round(cpu[f"presidio/{w}"] / cpu[f"taskmine/{w}"], 2) for w in workers},
+         "leak_check": {str(w): {k: round(v, 3) if isinstance(v, float) else v for k, v in stats[w].items()}
+                        for w in workers},
+         "presidio_version": _version("presidio-analyzer"), "spacy_model": MODEL, "commit": _commit()}
+    print(f"\nanonymize benchmark on real mail ({', '.join(f'{k} {v}' for k, v in r['archives'].items())} messages): "
+          f"{r['texts']} titles and bodies, {r['words']:,} words, {r['chars']:,} chars; {r['cores']} cores, load "
+          f"average {r['load_avg'][0]} -> {r['load_avg'][1]}; taskmine at {r['commit'] or 'unknown commit'}")
+    print(f"{'side':<10} {'workers':>7} {'wall s':>7} {'cpu s':>7} {'texts/s':>8} {'words/s':>9} {'speedup wall':>12} "
+          f"{'cpu':>6}")
+    for side in ("taskmine", "presidio"):
+        for w in workers:
+            k = f"{side}/{w}"
+            ratio = "" if side != "taskmine" else \
+                f"{r['speedup_wall'][str(w)]:>11.1f}x {r['speedup_cpu'][str(w)]:>5.1f}x"
+            print(f"{side:<10} {w:>7} {r['wall_s'][k]:>7.2f} {r['cpu_s'][k]:>7.2f} {r['texts_per_s'][k]:>8.1f} "
+                  f"{r['words_per_s'][k]:>9,} {ratio}")
+    for w in workers:
+        lc = r["leak_check"][str(w)]
+        print(f"taskmine/{w} includes the leak check: {lc['audit_s']:.2f}s, {lc['hits']} hits, NER read "
+              f"{lc['audit_ner_read']} changed paragraphs (discovery read {lc['ner_read']}); "
+              f"{lc['outsiders']} outsiders accepted")
+    print(json.dumps(r, sort_keys=True, separators=(",", ":")))
+    return 0

@@ -1,52 +1,102 @@
-"""Consistent pseudonyms and scrubbing of known identities, e-mail addresses and phone numbers.
+"""Consistent pseudonyms and scrubbing of known identities, outsiders' names, e-mail addresses, phone numbers,
+addresses, secrets and the people named by mail routing lines.
 
 Invariants:
 - Each person gets one pseudonym (full name, first, last, e-mail, username) used in every source and
   every field, so a commit author and a Jira assignee that were the same person still are.
 - Pseudonyms are drawn deterministically from a per-dataset secret salt kept in the vault
-  (`$TASKMINE_HOME/private/vault/<dataset>.json`); they are never derived from the real name, and
-  never equal a real name (or a real name's first/last word) seen in the dataset.
-- Known identity strings are replaced wherever they occur in text, longest first, on word boundaries;
-  then any remaining e-mail address and phone number is replaced. Structured person fields are
-  replaced by their pseudonym directly.
+  (`$TASKMINE_HOME/private/vault/<dataset>.json`); they are never derived from the real name, never equal a
+  real name (or a real name's first/last word) seen in the dataset, and are no English word. The pool is
+  sized to the identity graph (double-barrelled surnames before any number).
+- A text is scrubbed in one pass over the original: every recognizer proposes replacements (Message-IDs,
+  `privacy.pii` patterns, `privacy.routing` names, known identity strings, company domains), overlaps are
+  settled by priority in that order (then the longer span), and the text is rewritten once.
+- A known person is known in every form: full name, "Last, First", "F. Last", with middle names or initials,
+  the user names and mailboxes, the handles people make of their name ("jane.roe", "janeroe", "jroe") and
+  any of those in a URL path or host. Full forms, addresses and distinctive tokens are replaced wherever they
+  occur; a single first name, surname or user name that is also an ordinary word of the language or of this
+  dataset (`privacy.names.Vocabulary.ordinary`) only where the text uses it as a name (`names.name_use`).
+- An outsider (a person no structured field names) exists only with evidence (`discover`): NER's claim plus a
+  first-name or surname list or a name-shaped context, or a routing line. Its full name is replaced
+  everywhere, a single word of it only where used as a name.
+- Public hosts (`PUBLIC_HOSTS`: code hosting, mail providers, foundations) are never a company domain and a
+  known string inside their names is never replaced; URL schemes are never replaced. Source code (`code=True`:
+  repository files, diffs) keeps its identifiers: an ordinary word there is replaced only with a strong cue.
 - Only this module (and the extractors before it) read raw text; every later stage reads the output.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
 import secrets
+from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from privacy.identity import Person, fold, persons
-from privacy import pii
+from privacy import pii, routing
 from privacy.fastscrub import TermMatcher
+from privacy.identity import Person, fold, is_bot, persons
+from privacy.names import (LowerCounts, Vocabulary, frequency_rank, full_forms, handle_forms, is_english, name_parts,
+                           name_use, person_evidence)
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Identity
 
+# Pseudonym pools: invented for this purpose; any that is an English word is dropped at use (`_pools`).
 FIRST = tuple("""
-    Avery Blake Casey Dana Eden Finley Gray Harper Indy Jules Kai Logan Morgan Noel Oakley Parker
-    Quinn Reese Sage Tatum Umber Vale Wren Xen Yael Zion Arden Bellamy Cove Darcy Ellis Fenn Greer
-    Hollis Isley Jaden Kendall Lennox Marlo Nico Oren Perrin Rowan Sutton Teagan Vesper Wynn Amari
-    Briar Cael Dorian Emery Florian Gale Haven Ives Jory Kit Lark Milo Nova
+    Adair Aeron Alaric Alessa Amari Anouk Ansel Arden Arlo Astrid Auden Aurelie Avery Bastian Beckett Bellamy
+    Blaise Bram Brielle Bryony Caelan Calla Callum Casimir Cassian Cato Cerys Corin Cosima Cyrus Dacey Darcy
+    Dario Delphine Desmond Devon Dorian Dov Eamon Eira Elio Ellery Elowen Emery Emrys Eero Evander Fabian Fenna
+    Fenwick Fiora Florian Gaius Galen Greer Gwen Hadley Halle Hollis Idris Ilse Imara Isolde Ivo Jago Jarek
+    Jory Juno Kael Kasimir Keaton Kiran Lachlan Laszlo Leif Lennox Linnea Lior Lorcan Lucan Lyra Maelis Maren
+    Marlo Mika Milo Mireille Nalani Naoise Nerys Niamh Nico Noor Oisin Orla Oren Orrin Osric Pascale Perrin
+    Quillon Rafferty Remy Rhiannon Ronan Rowan Saoirse Selim Seren Silas Solenne Soren Sunniva Tamsin Teodor
+    Thea Tiernan Tove Ulla Ulric Vasco Vesna Wilder Wynn Xanthe Yael Yannick Ysolde Zaid Zara Zephyr Zinnia
+    Anselm Benedek Cillian Dagny Elspeth Fintan Gunnar Ingmar Jolyon Katell Malin Nesta Odile Pim Quentin
+    Rasmus Sigrid Torben Unai Valentin Xavi Yorick Zelie Aneira Bertil Carys Dragan Elowyn Folke Gesine Halvard
+    Ione Jensine Kjeld Liesel Mairead Niklas Oriel Petronel Ragnhild Saskia Tegan Ulrike Verity Wendell
 """.split())
 LAST = tuple("""
-    Ashdown Birchall Calloway Dunmore Everley Fairweather Galbraith Hartwell Ingram Jessop Kingsley
-    Lockhart Merriweather Northcott Oakhurst Pemberton Quimby Radcliffe Sterling Thornbury Underhill
-    Vantongeren Whitlock Yardley Zeller Abernathy Blackwood Cresswell Dalgleish Eastwood Fernsby
-    Gladwell Holloway Iverson Jardine Kettering Langford Marchetti Norwood Ormsby Prescott Rainsford
-    Shackleton Tilbury Upton Villiers Westbrook Yelland Ainsworth Brightman Coverdale Drummond
-    Eldridge Fitzwilliam Greenhalgh Hathersage Inchcombe Jolliffe
+    Abernathy Ainsworth Ashdown Aubertin Birchall Blackwood Bramwell Brightman Calloway Carrow Castellane
+    Chadwick Coverdale Cresswell Dalgleish Dunmore Eastwood Eldridge Everley Fairweather Farquhar Fernsby
+    Fitzwilliam Galbraith Gladwell Greenhalgh Hartwell Hathersage Holloway Inchcombe Iverson Jardine Jessop
+    Jolliffe Kingsley Langford Lockhart Merriweather Northcott Norwood Oakhurst Ormsby Pemberton Quimby
+    Radcliffe Rainsford Shackleton Thornbury Tilbury Underhill Vantongeren Villiers Westbrook Whitlock Yardley
+    Yelland Zeller Achterberg Albrechtsen Amundsen Arkwright Ballantyne Bartholdi Beauchamp Bellingham Berwick
+    Bickerstaff Blythe Bosworth Braddock Brockhurst Cadogan Caldecott Carmody Cartwright Colquhoun Cottingham
+    Crabtree Dashwood Delacroix Dewhurst Donnelly Dorrington Duckworth Easterbrook Ellingham Etherington
+    Falconer Featherstone Finchley Fotheringham Garroway Gillespie Goldsworthy Grimshaw Haldane Halloway
+    Harrowgate Haverford Hawksworth Heathcote Hollingsworth Huxley Ingleby Jellicoe Kavanagh Kilbride
+    Kingsbury Kirkpatrick Latimer Lethbridge Littlejohn Llewellyn Loxley Macaulay Mallory Marchbanks Mayhew
+    Montague Mortimer Muirhead Netherwood Oldroyd Overbury Pankhurst Pennington Pickering Quarrington
+    Ravenscroft Redgrave Rothwell Rutherford Saltonstall Satterthwaite Scrimgeour Selwyn Shawcross Sheringham
+    Somerville Stainforth Stanhope Stourbridge Strathmore Sutcliffe Tattersall Templeton Thistlewood
+    Tollemache Trelawney Tremayne Treadwell Ufford Vandermeer Vavasour Wainwright Wakefield Walsingham
+    Warrender Waverley Weatherby Wetherell Whitmore Wickham Wilberforce Winterbottom Woodhouse Wolstenholme
+    Wycliffe Yarborough Zouche Aldridge Ashcombe Bannerman Belcourt Brandreth Cholmondeley Dalrymple
+    Drinkwater Elphinstone Fanshawe Grosvenor Hepplewhite Illingworth Kenworthy Lamberton Mainwaring
+    Nettleship Oxenham Parkinson Ridgeway Sackville Tennyson Umfreville Verrall Whitelaw Yeardley
 """.split())
 # Words too common to treat as a username or first name in free text.
 STOPWORDS = frozenset("""
     admin root user test bot build ci dev the and for not all any can will may bug fix issue team
     null none true false master main head merge release jira git mail info support help
+""".split())
+# Hosts that belong to everyone: never a company domain, and never a person's identifier inside their name.
+PUBLIC_HOSTS = frozenset("""
+    github.com github.io githubusercontent.com gitlab.com gitlab.io bitbucket.org sourceforge.net
+    sf.net googlecode.com google.com googlegroups.com gmane.org kernel.org vger.kernel.org lkml.org apache.org
+    python.org pypi.org npmjs.com npmjs.org rust-lang.org crates.io golang.org mozilla.org mozilla.com debian.org
+    ubuntu.com launchpad.net gnu.org fsf.org eclipse.org java.net oracle.com microsoft.com apple.com
+    amazon.com amazonaws.com stackoverflow.com stackexchange.com wikipedia.org w3.org ietf.org scipy.org
+    numpy.org readthedocs.io readthedocs.org slack.com twitter.com x.com linkedin.com facebook.com youtube.com
+    medium.com atlassian.com atlassian.net jira.com nabble.com
+    mail-archive.com marc.info spinics.net
 """.split())
 
 
@@ -86,155 +136,514 @@ class Vault:
 
     def assign(self, people: list[Person]) -> None:
         """Give every person without one a pseudonym that collides with no real or fake name."""
-        real_tokens = {t for p in people for n in p.names for t in fold(n).split()}
+        real_tokens = {t for p in people for n in p.names for t in fold(n).replace(",", " ").split()}
         real_tokens |= {fold(u) for p in people for u in p.usernames}
+        real_tokens |= {fold(e.split("@")[0]) for p in people for e in p.emails}
         taken = {fold(v.full_name) for v in self.pseudonyms.values()}
+        firsts, lasts = _pools(len(people) + len(self.pseudonyms))
+        size = len(firsts) * len(lasts)
         for p in people:
             if p.person_id in self.pseudonyms:
                 continue
-            for attempt in range(10_000):
-                h = int(content_hash("pseudonym", self.salt, p.person_id, attempt)[:12], 16)
-                first, last = FIRST[h % len(FIRST)], LAST[(h // len(FIRST)) % len(LAST)]
-                if attempt >= len(FIRST) * len(LAST):
-                    last = f"{last}{attempt}"
+            for attempt in range(4 * size + 10_000):
+                h = int(content_hash("pseudonym", self.salt, p.person_id, attempt)[:15], 16)
+                first, last = firsts[h % len(firsts)], lasts[(h // len(firsts)) % len(lasts)]
+                if attempt >= 2 * size:
+                    last = f"{last}{attempt}"  # only when the pools are exhausted
                 full = f"{first} {last}"
                 if fold(full) in taken or fold(first) in real_tokens or fold(last) in real_tokens:
                     continue
                 taken.add(fold(full))
-                user = f"{first[0]}{last}".lower()
+                user = f"{first[0]}{last}".lower().replace("-", "")
                 self.pseudonyms[p.person_id] = Pseudonym(full, first, last,
                                                          f"{first}.{last}@{self.domain}".lower(), user)
                 break
 
 
+@lru_cache(maxsize=8)
+def _pools(people: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(first names, surnames) to draw from: the lists above without English words; when people are more than
+    a quarter of the combinations, double-barrelled surnames are added until they are not."""
+    firsts = tuple(f for f in FIRST if not is_english(f))
+    lasts = tuple(la for la in LAST if not is_english(la))
+    if people * 4 > len(firsts) * len(lasts):
+        extra = [f"{a}-{b}" for a in lasts for b in lasts if a != b]
+        need = people * 4 // len(firsts) + 1 - len(lasts)
+        lasts = lasts + tuple(extra[:max(0, need)])
+    return firsts, lasts
+
+
+_NEVER = re.compile(r"(?!)")
 _INVISIBLE = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
 MESSAGE_ID = re.compile(r"<([^<>\s@]{1,250}@[^<>\s@]{1,250})>")
 MESSAGE_ID_KEYS = ("message_id", "in_reply_to", "references")
 
 
+@dataclass(frozen=True)
+class Term:
+    """What a known string becomes, and how sure we are that it names a person wherever it occurs.
+
+    `role`: "full" (a full name form, an address: replaced everywhere), "handle" (a user name made of a name,
+    "jane.roe": replaced everywhere, but a real user name of someone else wins), "first", "last" (a name word),
+    "user" (a user name or mailbox), "place". `ambiguous`: the string is also an ordinary word, so it is
+    replaced only where `names.name_use` says the text uses it as a name."""
+
+    replacement: str
+    role: str
+    ambiguous: bool = False
+    person: str = ""
+
+
+# Higher wins when two recognizers propose overlapping replacements.
+_PRIO = {"message_id": 6, "secret": 5, "pattern": 4, "routing": 3, "term": 2, "domain": 1}
+_ROLE_RANK = {"full": 0, "user": 1, "handle": 2, "first": 3, "last": 4, "place": 5}
+
+
+@dataclass(frozen=True)
+class Edit:
+    start: int
+    end: int
+    text: str
+    source: str  # which recognizer: a key of _PRIO
+    person: str = ""  # the person a name edit stands for
+    role: str = ""  # the Term role of a name edit
+
+
 class Scrubber:
-    """Replaces known Message-IDs, known identity strings, then e-mail addresses and phone numbers."""
+    """Rewrites a text once, from the replacements every recognizer proposes (see the module invariants)."""
 
     def __init__(self, people: list[Person], vault: Vault, message_ids: Iterable[str] = (),
-                 places: Iterable[str] = (), allow: Iterable[str] = ()):
+                 places: Iterable[str] = (), allow: Iterable[str] = (), outsiders: Iterable[Person] = (),
+                 vocab: Vocabulary | None = None, lists: Iterable[str] = (), orgs: Iterable[str] = ()):
         self.vault = vault
+        self.lists = {x.strip("<> ").casefold() for x in lists if x}
+        self.orgs = {x.casefold() for x in orgs}
+        self.vocab = vocab or Vocabulary()
+        outsiders = list(outsiders)
         # Message-IDs name hosts and often people; each becomes one opaque id, the same everywhere, so
         # threads and "see <id>" mentions still match after anonymization.
         self.message_ids = {m: f"{content_hash('message-id', vault.salt, m)[:24]}@message-id.invalid"
                             for m in message_ids}
-        terms: dict[str, str] = {}
-        first_owner: dict[str, set[str]] = {}
-        last_owner: dict[str, set[str]] = {}
-        for p in people:
-            for n in p.names:
-                words = n.split()
-                if len(words) >= 2:
-                    first_owner.setdefault(fold(words[0]), set()).add(p.person_id)
-                    last_owner.setdefault(fold(words[-1]), set()).add(p.person_id)
-        for p in people:
-            q = vault.pseudonyms[p.person_id]
-            for e in p.emails:
-                terms[e] = q.email
-                local = e.split("@")[0]
-                if len(local) >= 4 and fold(local) not in STOPWORDS:
-                    terms[local] = q.username
-            for n in p.names:
-                words = n.split()
-                if len(words) >= 2:
-                    terms[n] = q.full_name
-                    terms[f"{words[-1]}, {' '.join(words[:-1])}"] = f"{q.last}, {q.first}"
-                    f, last = fold(words[0]), fold(words[-1])
-                    if len(f) >= 3 and f not in STOPWORDS:
-                        # A first name two people share cannot get one pseudonym: it still goes, as [PERSON].
-                        terms[words[0]] = q.first if first_owner.get(f) == {p.person_id} else "[PERSON]"
-                    if len(last) >= 4 and last not in STOPWORDS and last_owner.get(last) == {p.person_id}:
-                        terms[words[-1]] = q.last
-                elif len(n) >= 3 and fold(n) not in STOPWORDS:
-                    terms[n] = q.username
-            for u in p.usernames:
-                if len(u) >= 3 and fold(u) not in STOPWORDS:
-                    terms[u] = q.username
-        for place in places:  # places NER found outside the allow-list (an outsider's town)
-            terms.setdefault(place, "[PLACE]")
-        # Accent-free spellings of the same strings ("Jose" for "José").
-        for k, v in list(terms.items()):
-            terms.setdefault(_strip_accents(k), v)
-        self.terms = {k.casefold(): v for k, v in terms.items() if k.strip()}
+        self.terms: dict[str, Term] = {}
+        self.person_by_name: dict[str, str] = {}   # folded full-name form -> person id (unambiguous only)
+        self.first_of: dict[str, str] = {}         # folded first name -> its one owner's person id
+        self._build_terms(people, outsiders, places)
         self.known_emails = {e.casefold(): vault.pseudonyms[p.person_id].email for p in people for e in p.emails}
+        self.person_by_email = {e.casefold(): p.person_id for p in people for e in p.emails}
         self.domains = company_domains(people, vault, allow)
         self.fake_domains = set(self.domains.values())
+        self.own_emails = {q.email.casefold() for q in vault.pseudonyms.values()}
         for p in people:  # a known address after its domain was mapped still maps to the person's pseudonym
             for e in p.emails:
                 local, _, domain = e.rpartition("@")
                 if domain.casefold() in self.domains:
                     mapped = f"{local}@{self.domains[domain.casefold()]}".casefold()
-                    self.terms.setdefault(mapped, vault.pseudonyms[p.person_id].email)
                     self.known_emails.setdefault(mapped, vault.pseudonyms[p.person_id].email)
         dom = "|".join(re.escape(d) for d in sorted(self.domains, key=lambda d: (-len(d), d)))
         # A company host name anywhere (jira.acme-corp.example, a URL, a mail address) keeps its sub-domain
         # and gets the dataset's fake domain, so links still look like links of one company.
         self._domains = re.compile(rf"(?<![\w-])((?:[a-z0-9-]+\.)*)({dom})(?![\w-]|\.[a-z])", re.IGNORECASE) \
             if dom else None
+        self._domain_cache: dict[tuple, re.Pattern] = {}
         alternation = "|".join(re.escape(k) for k in sorted(self.terms, key=lambda s: (-len(s), s)))
-        # Not part of a longer word, address or hyphenated name; inside a host name it is replaced
-        # ("jdoe.blog.example"), since company domains were mapped before (see __call__).
-        # An "@" before a name is a mention ("@First Last has joined"), unless a word precedes it (an address).
-        self._known = re.compile(rf"(?:(?<![\w@-])|(?<=^@)|(?<=[^\w.@-]@))(?:{alternation})(?![\w@-])",
-                                 re.IGNORECASE) if terms else None
+        # Not part of a longer word or address; inside a host name it is replaced ("jdoe.blog.example").
+        # An "@" before a name is a mention ("@First Last has joined"), unless a word precedes it (an address);
+        # a hyphen before it is a signature ("-Jeff") when nothing but blanks precede the hyphen on its line.
+        # A hyphen may follow (a branch "jdoe-patch-1"); a name word glued to one is checked in _term.
+        self._known = re.compile(rf"(?:(?<![\w@-])|(?<=^@)|(?<=[^\w.@-]@)|(?<=^-)|(?<=[ \t\n>]-))(?:{alternation})"
+                                 r"(?![\w@])", re.IGNORECASE | re.MULTILINE) if self.terms else None
         self._known_regex = self._known  # the reference the fast matcher must equal (tests)
         if self._known is not None:  # same matches, in time that does not grow with the number of names
             self._known = TermMatcher(self._known, self.terms)
 
-    def __call__(self, text: str | None) -> str | None:
+    # ------------------------------------------------------------------------------------------- terms
+
+    def _build_terms(self, people: list[Person], outsiders: list[Person], places: Iterable[str]) -> None:
+        """Every string of every person, with its replacement and role; on a clash the stronger role wins
+        (a full form over a user name over a first name over a surname), then the person seen first."""
+        vocab, pseudo = self.vocab, self.vault.pseudonyms
+        cands: dict[str, list[tuple[int, int, Term]]] = {}
+        order = 0
+
+        def add(key: str, term: Term) -> None:
+            nonlocal order
+            key = key.strip()
+            if len(key) < 2:
+                return
+            order += 1
+            for k in {key, _strip_accents(key)}:
+                cands.setdefault(k.casefold(), []).append((_ROLE_RANK[term.role], order, term))
+
+        first_owner: dict[str, set[str]] = {}
+        last_owner: dict[str, set[str]] = {}
+        parsed: dict[str, list[tuple[str, tuple[str, ...], str]]] = {}
+        for p in people + outsiders:
+            parts = [x for x in (name_parts(n) for n in p.names) if x]
+            parsed[p.person_id] = parts
+            for f, _, la in parts:
+                first_owner.setdefault(fold(f), set()).add(p.person_id)
+                last_owner.setdefault(fold(la), set()).add(p.person_id)
+        name_owner: dict[str, set[str]] = {}
+        for p in people + outsiders:
+            for f, m, la in parsed[p.person_id]:
+                for form, _ in full_forms(f, m, la):
+                    name_owner.setdefault(fold(form), set()).add(p.person_id)
+        self.person_by_name = {k: next(iter(v)) for k, v in name_owner.items() if len(v) == 1}
+        self.first_of = {k: next(iter(v)) for k, v in first_owner.items() if len(v) == 1}
+        self.first_names = {pid: {fold(f) for f, _, _ in parts} for pid, parts in parsed.items()}
+        outsider_ids = {p.person_id for p in outsiders}
+
+        for p in people + outsiders:
+            q = pseudo[p.person_id]
+            outsider = p.person_id in outsider_ids
+            pid = p.person_id
+            firsts = {fold(f) for f, _, _ in parsed[pid]}
+            lasts = {fold(la) for _, _, la in parsed[pid]}
+            for e in p.emails:
+                add(e, Term(q.email, "full", person=pid))
+                local = e.split("@")[0]
+                if len(local) < 3 or fold(local) in STOPWORDS:
+                    continue
+                # a mailbox named after its owner's first name or surname ("manfred@...") is that name
+                if fold(local) in firsts:
+                    add(local, Term(q.first, "first", vocab.ordinary(local), pid))
+                elif fold(local) in lasts:
+                    add(local, Term(q.last, "last", vocab.ordinary(local), pid))
+                else:
+                    add(local, Term(q.username, "user", vocab.ordinary(local) or len(local) < 4, pid))
+            for u in p.usernames:
+                if len(u) >= 3 and fold(u) not in STOPWORDS:
+                    add(u, Term(q.username, "user", vocab.ordinary(u), pid))
+            for n in p.names:
+                n = " ".join(w for w in n.strip().strip("\"'").split() if any(c.isalpha() for c in w))
+                if name_parts(n) is not None or len(n) < 3 or fold(n) in STOPWORDS or " " in n or outsider:
+                    continue
+                # a one-word display name is the person's first name, surname or a user name ("Tibor17")
+                if fold(n) in firsts or (fold(n) not in lasts and vocab.first_name(n) and n[:1].isupper()):
+                    add(n, Term(q.first, "first", vocab.ordinary(n), pid))
+                elif fold(n) in lasts or (vocab.surname(n) and n[:1].isupper()):
+                    add(n, Term(q.last, "last", vocab.ordinary(n), pid))
+                else:
+                    add(n, Term(q.username, "user", vocab.ordinary(n), pid))
+            for f, m, la in parsed[pid]:
+                styled = {"full": q.full_name, "last-first": f"{q.last}, {q.first}"}
+                for form, style in full_forms(f, m, la):
+                    if name_owner.get(fold(form)) == {pid}:
+                        add(form, Term(styled[style], "full", person=pid))
+                for handle, style in handle_forms(f, la):
+                    if len(handle) >= 5 and not vocab.ordinary(handle) and not is_english(handle):
+                        add(handle, Term(_handle(q, style), "handle", person=pid))
+                ff, ll = fold(f), fold(la)
+                if outsider and vocab.ordinary(la) and not vocab.surname(la):
+                    ll = ""  # an outsider's surname that is a word is replaced only next to the first name
+                if len(ff) >= 2 and f[:1].isalpha():
+                    # A first name two people share cannot get one pseudonym: it still goes, as [PERSON].
+                    unique = first_owner.get(ff) == {pid}
+                    add(f, Term(q.first if unique else "[PERSON]", "first",
+                                outsider or vocab.ordinary(f) or len(ff) < 3 or ff in STOPWORDS, pid if unique else ""))
+                if len(ll) >= 2 and la[:1].isalpha():
+                    unique = last_owner.get(ll) == {pid}
+                    add(la, Term(q.last if unique else "[PERSON]", "last",
+                                 outsider or vocab.ordinary(la) or len(ll) < 3 or ll in STOPWORDS,
+                                 pid if unique else ""))
+            if outsider:
+                for n in p.names:
+                    if name_parts(n) is None and " " not in n.strip() and len(n) >= 3:
+                        add(n, Term(q.first, "first", True, pid))
+        for place in places:  # places NER found outside the allow-list (an outsider's town)
+            add(place, Term("[PLACE]", "place"))
+        self.terms = {k: min(v, key=lambda c: (c[0], c[1]))[2] for k, v in cands.items()}
+
+    # ------------------------------------------------------------------------------------------ scrubbing
+
+    def __call__(self, text: str | None, code: bool = False) -> str | None:
         if not text:
             return text
         text = _INVISIBLE.sub("", text)  # zero-width characters inside a name must not hide it
-        if self.message_ids and "@" in text:
-            text = MESSAGE_ID.sub(lambda m: f"<{self.message_ids.get(m.group(1), m.group(1))}>", text)
-        if self._domains is not None:
-            text = self._domains.sub(lambda m: m.group(1) + self.domains[m.group(2).casefold()], text)
-        # patterns before names: a recognizer needs the whole span ("12 Sample Street\nLondon\nEC1A 3HL"),
-        # which replacing a name or place inside it first would break
-        text = self.patterns(text)
-        if self._known is not None:
-            text = self._known.sub(lambda m: self.terms.get(m.group(0).casefold(), "[PERSON]"), text)
-        return text
-
-    def patterns(self, text: str) -> str:
-        """E-mail addresses become pseudonyms (known people) or consistent redacted addresses; every other
-        recognized kind (phone, address, IP, personal URL, card, IBAN, SSN, secrets) a typed placeholder."""
-        spans = pii.find(text)
-        if not spans:
+        edits = self.plan(text, code)
+        if not edits:
             return text
         parts, last = [], 0
-        for sp in spans:
-            parts.append(text[last:sp.start])
-            if sp.kind == "email":
-                address = sp.value
-                if "@" not in address:  # "user [at] host [dot] org"
-                    address = re.sub(r"\s*[\[(]?\s*(?:at|AT)\s*[\])]?\s*", "@", address, count=1)
-                    address = re.sub(r"\s*[\[(]?\s*(?:dot|DOT)\s*[\])]?\s*", ".", address)
-                parts.append(self._email(address))
-            else:
-                parts.append(pii.default_placeholder(sp))
-            last = sp.end
+        for e in edits:
+            parts += (text[last:e.start], e.text)
+            last = e.end
         parts.append(text[last:])
         return "".join(parts)
+
+    def plan(self, text: str, code: bool = False) -> list[Edit]:
+        """The replacements for `text` (already free of invisible characters): non-overlapping, in order."""
+        cands: list[Edit] = []
+        if self.message_ids and "@" in text:
+            for m in MESSAGE_ID.finditer(text):
+                new = self.message_ids.get(m.group(1))
+                if new:
+                    cands.append(Edit(m.start(1), m.end(1), new, "message_id"))
+        for sp in pii.find(text):
+            seg = self._personal_segment(sp) if sp.kind == "url_personal" else None
+            if seg is not None:  # only the person's part of a link or path goes
+                a, b, new = seg
+                if b > a:
+                    cands.append(Edit(sp.start + a, sp.start + b, new, "pattern"))
+                continue
+            new = self._pattern(sp)
+            if new != sp.value:
+                cands.append(Edit(sp.start, sp.end, new, "secret" if sp.kind.startswith("secret:") else "pattern"))
+        for r in () if code else routing.find(text):  # source code has no mail routing lines
+            new = self._routed(r)
+            if new is not None:
+                cands.append(Edit(r.start, r.end, new, "routing"))
+        if self._known is not None:
+            for m in self._known.finditer(text):
+                new = self._term(text, m, code)
+                if new is not None:
+                    term = self.terms.get(m.group(0).casefold())
+                    cands.append(Edit(m.start(), m.end(), new, "term", term.person if term else "",
+                                      term.role if term else ""))
+        if self._domains is not None:
+            for m in self._domain_rx(text).finditer(text):
+                cands.append(Edit(m.start(2), m.end(2), self.domains[m.group(2).casefold()], "domain"))
+        edits = _settle(cands)
+        return self._name_runs(text, edits) if len(edits) and not code else edits
+
+    def _name_runs(self, text: str, edits: list[Edit]) -> list[Edit]:
+        """A known surname and the name words before it are one name: "Jeff M. Whitaker" (the first name and
+        the surname replaced, the initial between them kept) and "Jeffrey S. Whitaker" (a first name we did not
+        know for that person, before the surname we did) become the person's full pseudonym, "J. Whitaker" its
+        initial and surname, so no initial or nickname is left beside it."""
+        out: list[Edit] = []
+        for e in edits:
+            q = self.vault.pseudonyms.get(e.person) if e.source == "term" and e.role == "last" else None
+            if q is None:
+                out.append(e)
+                continue
+            prev = out[-1] if out else None
+            own_first = prev is not None and (
+                prev.person == e.person or fold(text[prev.start:prev.end]) in self.first_names.get(e.person, ()))
+            if own_first and prev.source == "term" and prev.role == "first" \
+                    and _NAME_GAP.fullmatch(text, prev.end, e.start):
+                # "Jeff M. Whitaker", "Riyafa (Harry) Hameed": first name, initial or nickname, surname: one name
+                out[-1] = Edit(prev.start, e.end, _cased(text[prev.start:e.end], q.full_name), "term", e.person,
+                               "full")
+                continue
+            line_start = text.rfind("\n", 0, e.start) + 1
+            m = _BEFORE_SURNAME.search(text, max(line_start, e.start - 48), e.start)
+            if m is None:
+                out.append(e)
+                continue
+            word = m.group(1)
+            prev = out[-1] if out else None
+            if prev is not None and prev.end > m.start():
+                # the first name was replaced already: one name when it is this person's (or only a placeholder)
+                if prev.start == m.start() and prev.source == "term" and prev.role == "first" and (
+                        prev.person == e.person or fold(word) in self.first_names.get(e.person, ())):
+                    out[-1] = Edit(prev.start, e.end, _cased(text[prev.start:e.end], q.full_name), "term",
+                                   e.person, "full")
+                    continue
+                out.append(e)
+                continue
+            if len(word) == 2 and word[1] == ".":  # "J. Roe"
+                out.append(Edit(m.start(), e.end, f"{q.first[0]}. {q.last}", "term", e.person, "full"))
+            elif self.vocab.first_name(word) or fold(word) in self.first_names.get(e.person, ()):
+                out.append(Edit(m.start(), e.end, q.full_name, "term", e.person, "full"))
+            else:
+                out.append(e)
+        return out
+
+    def _domain_rx(self, text: str) -> re.Pattern:
+        """The company-domain regex for just the domains `text` holds (a substring test each, in C), so a text
+        without any is not scanned by a pattern that may start at every character."""
+        low = text.lower()
+        present = tuple(d for d in self.domains if d in low)
+        if not present:
+            return _NEVER
+        rx = self._domain_cache.get(present)
+        if rx is None:
+            if len(self._domain_cache) > 1024:
+                self._domain_cache.clear()
+            dom = "|".join(re.escape(d) for d in sorted(present, key=lambda d: (-len(d), d)))
+            rx = self._domain_cache[present] = re.compile(
+                rf"(?<![\w-])((?:[a-z0-9-]+\.)*)({dom})(?![\w-]|\.[a-z])", re.IGNORECASE)
+        return rx
+
+    def _term(self, text: str, m: re.Match, code: bool) -> str | None:
+        s, e = m.start(), m.end()
+        term = self.terms.get(m.group(0).casefold())
+        if term is None:
+            return "[PERSON]"
+        nxt = text[e:e + 3]
+        if nxt.startswith("://"):
+            return None  # a URL scheme
+        if nxt[:1] == "-" and nxt[1:2].isalpha() and term.role in ("first", "last", "place"):
+            return None  # a word of a hyphenated name ("Jean-Luc"): not this name
+        if (nxt[:1] == "." or text[s - 1:s] == ".") and _in_public_host(text, s, e):
+            return None  # github.com, maven.apache.org: hosts of everyone
+        if term.ambiguous and not name_use(text, s, e, "user" if term.role == "user" else term.role, code):
+            return None
+        if term.role == "place" and (_CAMEL.search(m.group(0)) or not m.group(0)[:1].isupper()):
+            return None  # "IntelliJ", "intellij": an identifier, not the place NER saw
+        return _cased(m.group(0), term.replacement)
+
+    def _pattern(self, sp: pii.Span) -> str:
+        if sp.kind == "email":
+            address = re.sub(r"\n(?:[ \t]*>)*[ \t]*", "", sp.value)  # wrapped by a quoting client
+            if "@" not in address:  # "user [at] host [dot] org"
+                address = re.sub(r"\s*[\[(]?\s*(?:at|AT)\s*[\])]?\s*", "@", address, count=1)
+                address = re.sub(r"\s*[\[(]?\s*(?:dot|DOT)\s*[\])]?\s*", ".", address)
+            new = self._email(address)
+            return sp.value if new is None else new
+        return pii.default_placeholder(sp)
+
+    def _personal_segment(self, sp: pii.Span) -> tuple[int, int, str] | None:
+        """(start, end, replacement) of the person's part of a personal URL or home path ("http://twitter.com/
+        <user>", "/home/<user>/..."), relative to the span: a path is not a URL and the rest of a link is nobody's;
+        a known user name becomes its pseudonym, any other "[USER]". None: replace the whole span."""
+        seg = (0, len(sp.value)) if not re.search(r"[/:\\]", sp.value) else pii.person_in_url(sp.value)
+        if seg is None:
+            return None
+        name = sp.value[seg[0]:seg[1]]
+        if name.casefold() in self.orgs:
+            return 0, 0, ""  # the project's own organization (see discover): nobody's, kept
+        term = self.terms.get(name.casefold())
+        new = term.replacement if term is not None and term.role in ("user", "handle") else "[USER]"
+        return seg[0], seg[1], _cased(name, new)
+
+    def _routed(self, r: routing.Routed) -> str | None:
+        """The pseudonym of the person a routing line names, in the line's own format; None when the words
+        are not a name we know of and not shaped like one."""
+        pid = self.person_by_email.get(r.address.casefold()) if r.address else None
+        words = r.name.replace(",", " ").split()
+        if r.order == "last-first" and "," in r.name:
+            last, _, first = r.name.partition(",")
+            key = fold(f"{first} {last}")
+        else:
+            key = fold(r.name)
+        pid = pid or self.person_by_name.get(key)
+        if pid is None and len(words) == 1:
+            pid = self.first_of.get(fold(words[0]))
+        q = self.vault.pseudonyms.get(pid) if pid else None
+        if q is None:
+            term = self.terms.get(r.name.casefold())
+            if term is not None and term.person:
+                q = self.vault.pseudonyms.get(term.person)
+        if q is None:
+            shaped = all(w[:1].isupper() or (r.address and w.isalpha()) for w in words) and (
+                len(words) >= 2 or self.vocab.first_name(words[0])) and not all(self.vocab.ordinary(w) for w in words)
+            return "[PERSON]" if shaped else None
+        if len(words) == 1:
+            word = fold(words[0])
+            new = q.last if word == fold(q.last) or self.terms.get(word, Term("", "first")).role == "last" else q.first
+        elif r.order == "last-first":
+            new = f"{q.last}, {q.first}"
+        else:
+            new = q.full_name
+        return _cased(r.name, new)
 
     def message_id(self, value: str | None) -> str | None:
         return self.message_ids.get(value, value) if value else value
 
-    def _email(self, address: str) -> str:
+    def kept_email(self, address: str) -> bool:
+        """Whether an address stays as written: a mailing list's own (from its List-Id) or a role's."""
+        local, _, domain = address.casefold().rpartition("@")
+        return bool(self.lists and f"{_LIST_SUFFIX.sub('', local)}.{domain}" in self.lists) \
+            or _role_address(local, domain)
+
+    def _email(self, address: str) -> str | None:
+        """The replacement of an address; None when it stays as written (a list's or a role's: its domain is
+        still mapped like any host)."""
         if address in self.message_ids:
             return self.message_ids[address]
-        known = self.known_emails.get(address.casefold())
+        folded = address.casefold()
+        known = self.known_emails.get(folded)
         if known:
             return known
-        if address.casefold().endswith((f"@{self.vault.domain}", "@message-id.invalid", "@redacted.example")) \
-                or address.split("@")[-1].casefold() in self.fake_domains:
-            return address  # already a pseudonym (a second pass must not change it), or a role address
+        if folded in self.own_emails or folded.endswith(("@message-id.invalid", "@redacted.example")):
+            return address  # already a pseudonym: a second pass must not change it
+        if self.kept_email(address):
+            # a mailing list's own addresses (post, -unsubscribe, -help, ...) and role addresses are nobody's
+            return None
+        return f"person-{content_hash('email', self.vault.salt, folded)[:8]}@redacted.example"
 
-        return f"person-{content_hash('email', self.vault.salt, address.casefold())[:8]}@redacted.example"
+
+# Between a replaced first name and surname: blanks, an initial, or a nickname in parentheses or quotes.
+_NAME_GAP = re.compile(r"[ \t]+(?:[A-Z]\.?[ \t]+|[(\"'\u201c][A-Z][\w'\u2019-]*[)\"'\u201d][ \t]+)?")
+# A capitalized word and an optional initial right before a surname ("Jeffrey S. " before "Whitaker"), or an
+# initial alone ("J. " before "Roe").
+_BEFORE_SURNAME = re.compile(r"([A-Z][a-z\u00df-\u00ff'\u2019-]+|[A-Z]\.)[ \t]+(?:[A-Z]\.?[ \t]+)?\Z")
+_LIST_SUFFIX = re.compile(r"-(?:unsubscribe|subscribe|help|owner|request|digest|digest-unsubscribe|digest-subscribe|"
+                          r"allow-subscribe|allow-unsubscribe|info|faq|index|get)$")
+
+
+_ROLE_LOCAL = re.compile(r"(?:^(?:majordomo|listserv|mailman|owner-.+|noreply|no-reply|do-not-reply|donotreply|"
+                         r"mailer-daemon|postmaster|hostmaster|webmaster|notifications?|git|info|support|sales|"
+                         r"contact|office|abuse|security|help|admin|root)$|-(?:discussion|devel|dev|users?|announce|request|"
+                         r"admin|owner|bounces|help|unsubscribe|subscribe|digest|commits|cvs|patches|bugs|issues|"
+                         r"general|lists?)$)")
+
+
+def _role_address(local: str, domain: str) -> bool:
+    """A mailing list's or a service's address (numpy-discussion@lists..., linux-kernel@vger..., majordomo@...):
+    nobody's, kept as it is. A personal address on a list host is still a person's only if its local part is
+    none of those forms."""
+    return bool(_ROLE_LOCAL.search(local)) or (domain.split(".", 1)[0] in ("lists", "list", "vger")
+                                               and "-" in local)
+
+
+def _settle(cands: list[Edit]) -> list[Edit]:
+    """Non-overlapping edits: higher priority first, then the longer, then the earlier; sorted by start."""
+    if len(cands) <= 1:
+        return cands
+    cands.sort(key=lambda c: (-_PRIO[c.source], c.start - c.end, c.start))
+    starts: list[int] = []
+    chosen: list[Edit] = []
+    for c in cands:
+        i = bisect.bisect_left(starts, c.start)
+        if i > 0 and chosen[i - 1].end > c.start:
+            continue
+        if i < len(chosen) and chosen[i].start < c.end:
+            continue
+        starts.insert(i, c.start)
+        chosen.insert(i, c)
+    return chosen
+
+
+def _handle(q: Pseudonym, style: str) -> str:
+    f, la = q.first.lower(), q.last.lower().replace("-", "")
+    return {"firstlast": f + la, "first.last": f"{f}.{la}", "first_last": f"{f}_{la}", "first-last": f"{f}-{la}",
+            "flast": q.username, "last.first": f"{la}.{f}"}[style]
+
+
+def _cased(original: str, new: str) -> str:
+    """`new` in the case style of `original` when that is all lower or all upper case (a placeholder or an
+    address as it is)."""
+    if new.startswith("[") or "@" in new or not any(c.isalpha() for c in original):
+        return new
+    if original.islower():
+        return new.lower()
+    if original.isupper() and len(original) > 1:
+        return new.upper()
+    return new
+
+
+_HOST = re.compile(r"[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+")
+
+
+def _in_public_host(text: str, start: int, end: int) -> bool:
+    """Whether text[start:end] reaches into the public part of a host name (the "github" of "github.com", the
+    "apache" of "maven.apache.org"); the sub-domain of a personal host ("jdoe" in jdoe.github.io) does not."""
+    lo, hi = start, end
+    while lo > 0 and (text[lo - 1].isalnum() or text[lo - 1] in ".-"):
+        lo -= 1
+    while hi < len(text) and (text[hi].isalnum() or text[hi] in ".-"):
+        hi += 1
+    while lo < hi and text[lo] in ".-":
+        lo += 1
+    while hi > lo and text[hi - 1] in ".-":
+        hi -= 1
+    host = text[lo:hi].casefold()
+    for public in PUBLIC_HOSTS:
+        if host == public or host.endswith("." + public):
+            return end > hi - len(public)
+    return False
 
 
 PUBLIC_MAIL = frozenset("""
@@ -247,17 +656,23 @@ PUBLIC_MAIL = frozenset("""
 
 def company_domains(people: list[Person], vault: Vault, allow: Iterable[str] = ()) -> dict[str, str]:
     """Real mail domains of known people -> fake ones: the most used becomes the vault's domain, the
-    others `org-<hash>.example`. Public webmail and allow-listed domains are kept as they are."""
+    others `org-<hash>.example`. Public webmail, public hosts (and their sub-domains) and allow-listed
+    domains are kept as they are."""
     keep = PUBLIC_MAIL | {a.casefold() for a in allow}
     counts: dict[str, int] = {}
     for p in people:
         for e in p.emails:
             d = e.rsplit("@", 1)[-1].casefold()
-            if d and "." in d and d not in keep and not d.endswith(".invalid"):
-                counts[d] = counts.get(d, 0) + 1
+            if not d or "." not in d or d in keep or d.endswith(".invalid") or _public(d):
+                continue
+            counts[d] = counts.get(d, 0) + 1
     ranked = sorted(counts, key=lambda d: (-counts[d], d))
     return {d: vault.domain if i == 0 else f"org-{content_hash('domain', vault.salt, d)[:6]}.example"
             for i, d in enumerate(ranked)}
+
+
+def _public(domain: str) -> bool:
+    return any(domain == h or domain.endswith("." + h) for h in PUBLIC_HOSTS)
 
 
 def _strip_accents(text: str) -> str:
@@ -266,29 +681,84 @@ def _strip_accents(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
+def merge_namesakes(people: list[Person]) -> tuple[list[Person], dict[str, str]]:
+    """People who share a full name (two or more words, folded) become one for pseudonyms: (merged people,
+    person id -> the id it was merged into). Why: the identity graph keeps "Jane Roe <jane@a>" and "Jane Roe
+    <jane@b>" apart without an account that anchors them, but a text naming "Jane Roe" cannot say which one
+    it means; one pseudonym for both keeps the text readable and consistent, and merging never reveals more."""
+    from privacy.identity import UnionFind
+
+    uf = UnionFind()
+    by_name: dict[str, str] = {}
+    for p in people:
+        uf.find(p.person_id)
+        for n in p.names:
+            parts = name_parts(n)
+            if parts:
+                key = fold(f"{parts[0]} {parts[2]}")
+                if key in by_name:
+                    uf.union(by_name[key], p.person_id)
+                else:
+                    by_name[key] = p.person_id
+    groups: dict[str, list[Person]] = {}
+    for p in people:
+        groups.setdefault(uf.find(p.person_id), []).append(p)
+    merged, canonical = [], {}
+    for root, ps in sorted(groups.items()):
+        if len(ps) == 1:
+            merged.append(ps[0])
+            continue
+        for p in ps:
+            canonical[p.person_id] = root
+        merged.append(Person(root, *(tuple(sorted({x for p in ps for x in getattr(p, f)}))
+                                     for f in ("handles", "names", "emails", "usernames"))))
+    return merged, canonical
+
+
 class Anonymizer:
     """Pseudonymizes whole events and git identities for one dataset."""
 
     def __init__(self, identities: Iterable[Identity], vault: Vault, message_ids: Iterable[str] = (),
-                 outsiders: Iterable[str] = (), places: Iterable[str] = (), allow: Iterable[str] = ()):
-        """`outsiders`: full names NER found that no identity carries (customers, family members); each
-        becomes a pseudonymous person of its own, consistent across the dataset."""
+                 outsiders: Iterable[str] = (), places: Iterable[str] = (), allow: Iterable[str] = (),
+                 lower: dict[str, int] | None = None, lists: Iterable[str] = (), orgs: Iterable[str] = ()):
+        """`outsiders`: names of people no identity carries (customers, family members) that `discover`
+        accepted; each becomes a pseudonymous person of its own, consistent across the dataset. `lower`: the
+        dataset's lower-case word counts (`Discovery.lower`), for `Vocabulary.ordinary`. `lists`: the List-Ids
+        of the dataset's mailing lists, whose own addresses stay as they are. `orgs`: the project's own
+        organization on its forge (`Discovery.orgs`), kept in merge messages."""
         identities = list(identities)
-        self.people = persons(identities)
-        known = {fold(n) for p in self.people for n in p.names if len(n.split()) >= 2}
-        # NER spans run over ("Jordan Ames Customer Co"): a name that extends a known or shorter found
-        # name is the same person, and keeping both would make the first name look ambiguous.
-        kept: list[str] = []
+        people = persons(identities)
+        # NER spans run over ("Karl Heinz Marbaise" after "Karl Heinz"): a name that extends a known or
+        # shorter found name is that person too, and its whole span is replaced.
+        owner = {fold(n): p.person_id for p in people for n in p.names if len(n.split()) >= 2}
+        extra: dict[str, list[str]] = {}
+        found: dict[str, list[str]] = {}
         for n in sorted({fold(n): n for n in outsiders}.values(), key=lambda n: (len(n.split()), n)):
             words = fold(n).split()
-            if not any(words[:len(k.split())] == k.split() for k in known | {fold(x) for x in kept}):
-                kept.append(n)
-        self.outsiders = [Person("x_" + content_hash("outsider", fold(n))[:16], (), (n,), (), ())
-                          for n in sorted(kept)]
+            if fold(n) in owner:
+                continue
+            prefix = next((" ".join(words[:i]) for i in range(len(words) - 1, 1, -1)
+                           if " ".join(words[:i]) in owner), None) if len(words) > 2 else None
+            pid = owner[prefix] if prefix else "x_" + content_hash("outsider", fold(n))[:16]
+            (extra if pid.startswith("p_") else found).setdefault(pid, []).append(n)
+            owner[fold(n)] = pid
+        # a lone first name found ("Joshua") that starts a longer name ("Joshua Slive") is that person's
+        starts = {k.split()[0] for k in owner if len(k.split()) >= 2}
+        found = {pid: names for pid, names in found.items() if len(names) > 1 or len(names[0].split()) > 1
+                 or fold(names[0]) not in starts}
+        people = [Person(p.person_id, p.handles, tuple(sorted({*p.names, *extra.get(p.person_id, ())})), p.emails,
+                         p.usernames) for p in people]
+        people += [Person(pid, (), tuple(sorted(names)), (), ()) for pid, names in sorted(found.items())]
+        # namesakes (two handles, one full name; an outsider "Laurence H Cohen" and "Laurence Cohen") are one
+        merged, canonical = merge_namesakes(people)
+        self.people = [p for p in merged if p.person_id.startswith("p_")]
+        self.outsiders = [p for p in merged if not p.person_id.startswith("p_")]
         vault.assign(self.people + self.outsiders)
         self.vault = vault
-        self.scrub = Scrubber(self.people + self.outsiders, vault, message_ids, places, allow)
-        self.person_of = {i.handle: i.person_id for i in identities}
+        self.vocab = Vocabulary(lower, first=[x[0] for p in self.people for n in p.names if (x := name_parts(n))],
+                                last=[x[2] for p in self.people for n in p.names if (x := name_parts(n))])
+        self.scrub = Scrubber(self.people, vault, message_ids, places, allow, self.outsiders, self.vocab, lists, orgs)
+        self.person_of = {i.handle: canonical.get(i.person_id, i.person_id) for i in identities}
 
     def pseudonym(self, handle: str | None) -> Pseudonym | None:
         pid = self.person_of.get(handle or "")
@@ -340,7 +810,7 @@ class Anonymizer:
             "actor": self.handle(ev.actor),
             "actor_name": q.full_name if q else self.scrub(ev.actor_name),
             "recipients": [self.scrub(r) for r in ev.recipients],
-            "title": self.scrub(ev.title), "body": self.scrub(ev.body), "diff": self.scrub(ev.diff),
+            "title": self.scrub(ev.title), "body": self.scrub(ev.body), "diff": self.scrub(ev.diff, code=True),
             "attrs": self._walk(ev.attrs), "provenance": self._walk(ev.provenance),
         })
 
@@ -354,11 +824,39 @@ class Anonymizer:
 
     def known_strings(self) -> list[str]:
         """Every real identity string the leak audit must not find in published files."""
-        out = {n for p in self.outsiders for n in p.names}
+        return sorted(s for s, _ in self.audit_strings())
+
+    def audit_strings(self) -> list[tuple[str, bool]]:
+        """(string, counts only where used as a name) for every real identity string the leak audit looks for:
+        full names of people and outsiders, addresses, and the single-word names and user names of five
+        letters or more; a single word that is also an ordinary word ("family", "e-mail") counts only where it
+        is used as a user name (`names.strong_cue`), never as the word."""
+        out: dict[str, bool] = {}
+        for p in self.outsiders:
+            for n in p.names:
+                if len(n.split()) >= 2:
+                    out[n] = False
         for p in self.people:
-            out.update(n for n in p.names if len(n.split()) >= 2 or len(n) >= 5)
-            out.update(p.emails)
-            out.update(u for u in p.usernames if len(u) >= 5 and fold(u) not in STOPWORDS)
+            for n in p.names:
+                if len(n.split()) >= 2:
+                    out[n] = False
+                elif len(n) >= 5:
+                    out.setdefault(n, self.vocab.ordinary(n))
+            for e in p.emails:
+                out[e] = False
+            for u in p.usernames:
+                if len(u) >= 5 and fold(u) not in STOPWORDS:
+                    out.setdefault(u, self.vocab.ordinary(u))
+        return sorted(out.items())
+
+    def own_strings(self) -> list[str]:
+        """The pseudonyms' names, addresses, user names and the handles made of them ("jane-roe"), and the fake
+        domains: what the audit must not count as real."""
+        out = {self.vault.domain, *self.scrub.fake_domains}
+        for q in self.vault.pseudonyms.values():
+            out.update((q.full_name, q.first, q.last, q.email, q.username))
+            out.update(_handle(q, style) for style in ("firstlast", "first.last", "first_last", "first-last",
+                                                       "last.first"))
         return sorted(out)
 
 
@@ -369,54 +867,190 @@ NOT_NAME_WORDS = frozenset("""
     head officer admin bot
 """.split())
 _NAME_WORD = re.compile(r"^[^\W\d_][^\W\d_'\u2019-]*(?:[-'\u2019][^\W\d_]+)*$")
+_CAMEL = re.compile(r"[a-z][A-Z]|^[A-Z]{2,}[a-z]")
+_MERGE_LOGIN = re.compile(r"Merge pull request #\d{1,9} from ([A-Za-z0-9][A-Za-z0-9-]{0,38})/")
+COMMON_PLACE = 20_000  # a place word before this frequency rank is a well-known place's
+_TECH_SUFFIX = re.compile(r"(?i)(?:file|js|rc|conf|cfg|lib|db|sql|api|sdk|cli|ui)$")
 
 
-def discover(events: Iterable[Event], ner, allow: Iterable[str] = (), workers: int = 1) -> tuple[list[str], list[str]]:
-    """(outsider full names, places) NER finds in event titles and bodies (diffs excluded: code is not
-    prose). Both must be words of letters; a person needs two or more; a place that shares a word with a
-    name is dropped; names and places on `allow` are kept.
+def _plain_found(ner, texts: Iterable[str]) -> Iterator:
+    """The plain path (NER on every text whole), each span with its cue as `Ner.found` gives it."""
+    from collections import deque
 
-    NER reads each distinct paragraph once and skips paragraphs that cannot hold a name (`Ner.names`), with
+    from privacy.ner import Found, cue_of
+
+    pending: deque = deque()
+
+    def feed() -> Iterator[str]:
+        for t in texts:
+            pending.append(t)
+            yield t
+
+    for spans in ner.people_and_places(feed()):
+        text = pending.popleft()
+        for sp in spans:
+            yield Found(sp.start, sp.end, sp.kind, sp.value, cue_of(sp.kind, text, sp.start, sp.end))
+
+
+@dataclass(eq=True)
+class Discovery:
+    """What `discover` found: the outsiders it accepts, the places, every NER person candidate with the
+    evidence for it (or none), and the lower-case counts of the words that matter to the anonymizer."""
+
+    outsiders: list[str] = field(default_factory=list)
+    places: list[str] = field(default_factory=list)
+    candidates: list[dict] = field(default_factory=list)
+    lower: dict[str, int] = field(default_factory=dict)
+    lists: list[str] = field(default_factory=list)
+    orgs: list[str] = field(default_factory=list)  # logins of merge messages that are the project's organization
+
+
+def discover(events: Iterable[Event], ner, allow: Iterable[str] = (), workers: int = 1,
+             people: Iterable[Person] = ()) -> Discovery:
+    """Outsiders and places in event titles and bodies (diffs excluded: code is not prose).
+
+    Persons come from NER and from mail routing lines (`privacy.routing`); a known person (by address or any
+    form of a known name) is no outsider. An NER person is a claim: it is accepted only with evidence
+    (`names.person_evidence`: a first-name or surname list, a name-shaped context), a routing name when it is
+    shaped like a name. A single word (NER's "Zachary", a routing line's "Dana") is accepted only as a first
+    name: the anonymizer then replaces it only where it is used as a name. Places: words of letters, not
+    English words (a well-known place is not identifying), not camel-cased identifiers, never occurring in
+    lower case, sharing no word with a name; names and places on `allow` are kept.
+
+    NER reads each distinct paragraph once and skips paragraphs that cannot hold a name (`Ner.found`), with
     `workers` processes; an object with only `people_and_places` (the plain path: every text whole) works
-    too. Streaming: the texts are not kept, only which words occur in lower case (`_LowerWords`)."""
+    too. Streaming: the texts are not kept, only word counts (`_LowerWords`, `names.LowerCounts`)."""
     keep = {fold(a) for a in allow}
+    people = list(people)
     lowered = _LowerWords()
+    counts = LowerCounts()
+    routed: Counter = Counter()
+    lists: set[str] = set()
+    merges: Counter = Counter()  # login -> merge messages "Merge pull request #N from <login>/<branch>"
+    projects: set[str] = set()
 
     def texts() -> Iterator[str]:
         # NER reads at most the first NER_MAX_CHARS of a text (~30k chars/s: a 50 MB mail body would take half
         # an hour); the names it finds are then replaced everywhere, in every text, whole.
         for ev in events:
+            attrs = getattr(ev, "attrs", None) or {}
+            list_id = attrs.get("list_id")
+            if isinstance(list_id, str):
+                lists.add(list_id.strip("<> ").casefold())
+            if isinstance(attrs.get("repo"), str):  # "rust-lang/rust", "more-itertools": the project's own names
+                projects.update(p.casefold() for p in attrs["repo"].split("/") if p)
             for t in (ev.title, ev.body):
                 if t:
                     t = t[:NER_MAX_CHARS]
                     lowered.add(t)
+                    counts.add(t)
+                    if "Merge pull request #" in t:
+                        merges.update(m.group(1).casefold() for m in _MERGE_LOGIN.finditer(t))
+                    for r in routing.find(t):
+                        routed[(r.name, r.order, (r.address or "").casefold())] += 1
                     yield t
 
-    if hasattr(ner, "names"):
-        found = ner.names(texts(), workers=workers)
+    if hasattr(ner, "found"):
+        found = ner.found(texts(), workers=workers)
+    elif ner is not None:
+        found = _plain_found(ner, texts())
     else:
-        found = (sp for spans in ner.people_and_places(texts()) for sp in spans)
-    people: set[str] = set()
+        found = ()
+        for _ in texts():
+            pass
+    person_seen: Counter = Counter()
+    person_cue: Counter = Counter()
     places: set[str] = set()
+    place_cue: Counter = Counter()
     for sp in found:
         value = " ".join(sp.value.split())
+        value = re.sub(r"(?:'s|\u2019s)$", "", value)
         words = value.split()
         # Only words of letters: "CORE-12" or "v2 API" tagged as a place by a small model are not one.
-        if fold(value) in keep or len(value) < 4 or not all(_NAME_WORD.match(w) for w in words):
+        if fold(value) in keep or len(value) < 3 or not all(_NAME_WORD.match(w) for w in words):
             continue
-        if sp.kind == "person" and len(words) >= 2:
+        if sp.kind == "person":
             # "Example St", "Bench Corp", "Ingrid Prescott Software Engineer", a span over a line
             # break: not a person's name (and replacing it everywhere would break hosts and paths).
             if "\n" not in sp.value and not {fold(w) for w in words[1:]} & NOT_NAME_WORDS:
-                people.add(value)
-        elif sp.kind == "place":
+                person_seen[value] += 1
+                person_cue[value] += bool(getattr(sp, "cue", False))
+        elif sp.kind == "place" and len(value) >= 4:
             places.add(value)
-    # A "place" that also occurs as a lower-case word ("Fixes", "Strip", "Clamp") is an ordinary word.
-    places = {p for p in places if not lowered.has(p.lower())}
+            place_cue[value] += bool(getattr(sp, "cue", False))
+
+    known_names = {fold(form) for p in people for n in p.names if (x := name_parts(n))
+                   for form, _ in full_forms(*x)}
+    known_names |= {fold(n) for p in people for n in p.names}
+    known_emails = {e.casefold() for p in people for e in p.emails}
+    known_words = {fold(w) for p in people for n in p.names if (x := name_parts(n)) for w in (x[0], x[2])}
+    vocab = Vocabulary(counts.counts, first=[x[0] for p in people for n in p.names if (x := name_parts(n))],
+                       last=[x[2] for p in people for n in p.names if (x := name_parts(n))])
+    accepted: dict[str, str] = {}
+    candidates: list[dict] = []
+    for value, seen in sorted(person_seen.items()):
+        words = value.split()
+        if is_bot(value):
+            continue
+        if fold(value) in known_names:
+            candidates.append({"name": value, "seen": seen, "evidence": "known person", "accepted": False})
+            continue
+        if len(words) == 1:
+            # one word: a first name in a name context ("Thanks Jay"; a word that is also ordinary is fine, a
+            # one-word outsider is replaced only where used as a name), or a first name that is no word, tagged
+            # in two or more paragraphs ("whether Guido will accept")
+            cued = person_cue[value] > 0
+            ok = vocab.first_name(value) and fold(value) not in known_words and (
+                cued or (seen >= 2 and not vocab.ordinary(value)))
+            why = (f"first-name list and {'a name context' if cued else f'NER in {seen} paragraphs'} (one word: "
+                   "replaced only where used as a name)") if ok else None
+        else:
+            why = person_evidence(words, vocab, cue=person_cue[value] > 0)
+        candidates.append({"name": value, "seen": seen, "cue": person_cue[value], "evidence": why,
+                           "accepted": bool(why)})
+        if why:
+            accepted[fold(value)] = value
+    for (name, order, address), seen in sorted(routed.items()):
+        if address in known_emails:
+            continue
+        if order == "last-first" and "," in name:
+            last, _, first = name.partition(",")
+            name = " ".join(f"{first} {last}".split())
+        words = name.split()
+        if fold(name) in known_names or fold(name) in accepted or fold(name) in keep or is_bot(name):
+            continue
+        if len(words) == 1:
+            ok = words[0][:1].isupper() and vocab.first_name(name) and fold(name) not in known_words
+        else:
+            # people write their own name in lower case too ("jane roe <jane@...> wrote:"): with an address
+            # the line says it is a name
+            ok = all(w[:1].isupper() or w.casefold() in ("van", "von", "de", "da", "del", "der", "le", "la")
+                     or (address and w.isalpha()) for w in words) and not all(vocab.ordinary(w) for w in words)
+        candidates.append({"name": name, "seen": seen, "evidence": "routing line" if ok else None,
+                           "accepted": ok, "source": "routing"})
+        if ok:
+            accepted[fold(name)] = name
+    people_found = sorted(accepted.values())
+    # A "place" that also occurs as a lower-case word ("Fixes", "Strip", "Clamp") is an ordinary word; one
+    # of English words only is too well known to identify anyone ("London", "New York") or no place ("Key
+    # Fingerprint"); a camel-cased one is an identifier ("UglifyJS").
+    # A single word is a place only when NER saw it after "in", "from", "near"... ("in Jenkinsfile" aside); a
+    # place whose every word is a frequent word ("San Francisco", "Ann Arbor", "Ventura") is too well known.
+    places = {p for p in places if not lowered.has(p.lower()) and not _CAMEL.search(p)
+              and all(w[:1].isupper() for w in p.split()) and not is_bot(p)
+              and not all(is_english(w) or (frequency_rank(w) or COMMON_PLACE) < COMMON_PLACE for w in p.split())
+              and not (len(p.split()) == 1 and (not place_cue[p] or _TECH_SUFFIX.search(p)))}
     # A "place" that is someone's name (small models tag first names as places) stays a name.
-    name_words = {fold(w) for n in people for w in n.split()}
+    name_words = {fold(w) for n in people_found for w in n.split()} | known_words
     places = {p for p in places if not {fold(w) for w in p.split()} & name_words}
-    return sorted(people), sorted(places - people)
+    interest = known_words | {fold(w) for n in people_found for w in n.split()}
+    interest |= {fold(u) for p in people for u in p.usernames} | {fold(e.split("@")[0]) for p in people
+                                                                   for e in p.emails}
+    lower = {w: counts.counts[w] for w in sorted(interest) if counts.counts.get(w)}
+    # the project's own organization (a name of one of its repositories) merges pull requests from its own
+    # branches: not a person
+    orgs = sorted(x for x in merges if x in projects)
+    return Discovery(people_found, sorted(places - set(people_found)), candidates, lower, sorted(lists), orgs)
 
 
 _LETTERS = r"[^\W\d_]+"

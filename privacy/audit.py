@@ -1,24 +1,40 @@
 """The leak audit: one function, `audit(root, rules)`, that every gate uses (publish, `taskmine audit`, the
 `anonymized_leaks` and `leak_audit` asset checks), so what blocks a run is decided in one place.
 
+What it looks for (`Rules`, built for one dataset by `Rules.of(anonymizer, ner)`):
+- the dataset's known real identity strings: full names, addresses, and single-word names and user names; a
+  single word that is also an ordinary word ("family", "e-mail") counts only where it is used as a user name
+  (`privacy.names.strong_cue`: "@family", "[~family]", "family@", a field of its own), never as the word;
+- everything the pattern recognizers find (`privacy.pii`: e-mail addresses, phones, postal addresses, IPs,
+  personal URLs, cards, IBANs, SSNs, secrets), except our own output: pseudonyms and their addresses, the fake
+  domains, placeholders, opaque Message-IDs, and the list and role addresses the anonymizer keeps;
+- with NER, people in prose (titles, bodies, prompts, JSON strings, text files, commit messages): a person NER
+  tags and the evidence rules accept (`names.person_evidence`, as `anonymize.discover` decides), that is not a
+  pseudonym. Prose paragraphs identical to a raw paragraph discovery already read are skipped: NER would say
+  the same of them, and a person accepted there was replaced, so the paragraph would have changed. The audit's
+  NER reads only what anonymization changed, a fraction of what discovery read.
+- with `manifest`, that every file matches the published manifest.json (sha256), and nothing is missing or extra.
+
 Invariants:
-- Every file under `root` is scanned (or `root` itself when it is a file): text as text, Parquet column by
-  column (all string values), git bundles and repositories through the history they hold (every commit's
-  identities, message and patch, and every blob of every tree), anything else as bytes decoded leniently.
-- `Rules` says what is looked for: the dataset's known real identity strings (case-insensitive, on word
-  boundaries) and secrets (`privacy.pii`'s `secret:<type>` recognizers). `Rules.of(anonymizer)` builds them
-  for one dataset; callers never assemble lists themselves.
-- A hit names the file, where in it, and the kind of what was found, never the string itself (the report
-  may be shown to people); `index` is the string's position in the rules' list, for the owner to look up.
-- Our own sha256 listings (manifest.json) are hashes next to file names like auth.py: the secret
-  recognizers would read them as assignments, so only identity strings are searched there.
+- Every file under `root` is scanned (or `root` itself when it is a file): Parquet column by column, JSON as its
+  string values (or as text when it does not parse), JSON lines (the published world's documents.jsonl) line by
+  line as records whose title/body are prose, git bundles and repositories through the history they hold
+  (every commit's identities, message and patch, and every blob of every tree), anything else as text decoded
+  leniently.
+- A hit names the file, where in it, and the kind of what was found, never the string itself (the report may be
+  shown to people); `index` is a listed string's position in the rules' list, for the owner to look it up.
+- Our own sha256 listings (manifest.json, the world_manifest column) are hashes next to file names like auth.py:
+  only identity strings are searched there (the secret recognizers would read assignments).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +44,9 @@ import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
     from privacy.anonymize import Anonymizer
+
+PROSE_COLUMNS = frozenset({"title", "body", "prompt", "actor_name"})
+_PLACEHOLDER = re.compile(r"^\[[A-Za-z_:]+\]$")
 
 
 @dataclass(frozen=True)
@@ -45,6 +64,10 @@ class Report:
     root: Path
     hits: list[Hit] = field(default_factory=list)
     files: int = 0
+    texts: int = 0
+    chars: int = 0
+    ner_read: int = 0  # paragraphs NER read (changed by anonymization, or never seen by discovery)
+    seconds: float = 0.0
     complete: bool = True
 
     @property
@@ -54,7 +77,7 @@ class Report:
     def summary(self) -> str:
         """One line without any of the strings found: how many hits, of which kinds, and the first place."""
         if not self.hits:
-            return f"no known identity or secret in {self.files} files"
+            return f"no known identity, personal data or secret in {self.files} files"
         kinds: dict[str, int] = {}
         for h in self.hits:
             kinds[h.kind] = kinds.get(h.kind, 0) + 1
@@ -65,79 +88,247 @@ class Report:
 
 
 class Rules:
-    """What the audit looks for: `known` identity strings and (with `secrets`) every secret kind."""
+    """What the audit looks for (see the module docstring).
 
-    def __init__(self, known: Iterable[str] = (), *, secrets: bool = True):
-        self.strings = sorted({s for s in known if s and len(s.strip()) >= 3}, key=lambda s: (-len(s), s))
-        self.index = {s.casefold(): i for i, s in enumerate(self.strings)}
-        alt = "|".join(re.escape(s) for s in self.strings)
-        self._rx = re.compile(rf"(?<![\w@.])(?:{alt})(?![\w@])", re.IGNORECASE) if alt else None
-        self.secrets = secrets
+    `known`: identity strings that count wherever they occur; `handles`: single words that count only where
+    used as a name; `own`: strings of our own output (pseudonyms, their addresses and user names, fake
+    domains); `keep_email`: a predicate for the addresses anonymization keeps (lists, roles); `ner` and `vocab`:
+    NER and the dataset's vocabulary for people in prose; `seen`: digests of the raw paragraphs discovery read."""
+
+    def __init__(self, known: Iterable[str] = (), *, handles: Iterable[str] = (), own: Iterable[str] = (),
+                 patterns: bool = True, secrets: bool = True, keep_email=None, ner=None, vocab=None,
+                 seen: set[bytes] | None = None):
+        from privacy.fastscrub import TermMatcher, order
+
+        self.strings = order({s for s in known if s and len(s.strip()) >= 3})
+        self.handles = order({h for h in handles if h and len(h.strip()) >= 3} - set(self.strings))
+        self.index = {s.casefold(): i for i, s in enumerate(self.strings + self.handles)}
+        # on word boundaries, not inside an address or host; after an "@" only as a mention ("@jdoe", not x@jdoe)
+        head = r"(?:(?<![\w@.])|(?<=^@)|(?<=[^\w.@-]@))"
+        self._known = None
+        if self.strings:
+            rx = re.compile(rf"{head}(?:{'|'.join(re.escape(s) for s in self.strings)})(?![\w@])", re.I | re.M)
+            self._known = TermMatcher(rx, self.strings)
+        self._handles = None
+        if self.handles:
+            rx = re.compile(rf"{head}(?:{'|'.join(re.escape(s) for s in self.handles)})(?![\w@])", re.I | re.M)
+            self._handles = TermMatcher(rx, self.handles)
+        self.own = {o.casefold() for o in own if o}
+        self.own_domains = {o for o in self.own if "." in o and "@" not in o and " " not in o}
+        self.own_words = {w for o in self.own if "@" not in o for w in o.split()}
+        self.patterns, self.secrets = patterns, secrets
+        self.keep_email = keep_email or (lambda address: False)
+        self.orgs: set[str] = set()
+        self.ner, self.vocab, self.seen = ner, vocab, seen if seen is not None else set()
 
     @classmethod
-    def of(cls, anon: Anonymizer) -> Rules:
-        """The rules for the dataset `anon` anonymizes: every real identity string it knows, and secrets."""
-        return cls(anon.known_strings())
+    def of(cls, anon: Anonymizer, ner=None, seen: set[bytes] | None = None) -> Rules:
+        """The rules for the dataset `anon` anonymizes (with `ner`, people in prose too)."""
+        strings = anon.audit_strings()
+        rules = cls([s for s, handle_only in strings if not handle_only],
+                    handles=[s for s, handle_only in strings if handle_only], own=anon.own_strings(),
+                    keep_email=anon.scrub.kept_email, ner=ner, vocab=anon.vocab, seen=seen)
+        rules.orgs = set(anon.scrub.orgs)
+        return rules
 
-    def find(self, text: str, *, secrets: bool | None = None) -> Iterator[tuple[str, int]]:
-        """(kind, index) of everything in `text` that must not be published."""
+    # ----------------------------------------------------------------------------------------- finding
+
+    def find(self, text: str, *, secrets: bool | None = None, patterns: bool | None = None,
+             whole_field: bool = False) -> Iterator[tuple[str, int]]:
+        """(kind, index) of every known string and pattern in `text` that must not be published (people in prose
+        are `people`'s: NER reads in batches). `whole_field`: `text` is one value of a structured field (a user
+        name alone there is one)."""
         if not text:
             return
-        if self._rx is not None:
-            for m in self._rx.finditer(text):
+        if self._known is not None:
+            for m in self._known.finditer(text):
                 s = m.group(0)
                 yield _kind(s), self.index.get(s.casefold(), -1)
-        if self.secrets if secrets is None else secrets:
-            from privacy import pii
+        if self._handles is not None:
+            from privacy.names import strong_cue
 
-            for sp in pii.find(text):
-                if sp.kind.startswith("secret:"):
+            for m in self._handles.finditer(text):
+                if whole_field and m.start() == 0 and m.end() == len(text) or \
+                        strong_cue(text, m.start(), m.end(), "user"):
+                    yield "username", self.index.get(m.group(0).casefold(), -1)
+        if self.patterns if patterns is None else patterns:
+            yield from self._patterns(text, self.secrets if secrets is None else secrets)
+
+    def _patterns(self, text: str, secrets: bool) -> Iterator[tuple[str, int]]:
+        from privacy import pii
+
+        for sp in pii.find(text):
+            if sp.kind.startswith("secret:"):
+                if secrets:
                     yield sp.kind, -1
+            elif not self._ours(sp):
+                yield sp.kind, -1
+
+    def _ours(self, sp) -> bool:
+        """Whether a recognized span is our own output (a pseudonym's address or user name, a fake domain, an
+        opaque id) or something anonymization keeps on purpose (a list's or role's address)."""
+        from privacy import pii
+
+        v = sp.value.casefold()
+        if sp.kind == "email":
+            address = re.sub(r"\s+at\s+", "@", v, count=1) if "@" not in v else v
+            domain = address.rsplit("@", 1)[-1]
+            return (address in self.own or domain in ("redacted.example", "message-id.invalid")
+                    or domain in self.own_domains or self.keep_email(address))
+        if sp.kind == "url_personal":
+            seg = (0, len(sp.value)) if not re.search(r"[/:\\]", sp.value) else pii.person_in_url(sp.value)
+            name = sp.value[seg[0]:seg[1]].casefold() if seg else v
+            return name in self.own or name in self.orgs or _PLACEHOLDER.match(name) is not None
+        return False
+
+    def fresh(self, text: str) -> list[str]:
+        """The paragraphs of `text` NER must read: not read by discovery (anonymization changed them), nor by
+        this audit already (their verdict is known). Empty without NER."""
+        if self.ner is None:
+            return []
+        from privacy.ner import paragraphs
+
+        out = []
+        for p in paragraphs(text):
+            d = _digest(p)
+            if d not in self.seen:
+                self.seen.add(d)
+                out.append(p)
+        return out
+
+    def people(self, paragraphs: list[str]) -> Iterator[tuple[int, str]]:
+        """(index in `paragraphs`, "person") for every person NER tags there that the evidence rules accept and
+        that is not a pseudonym."""
+        from privacy.names import person_evidence
+        from privacy.ner import cue_of
+
+        self.ner_read += len(paragraphs)
+        for i, spans in enumerate(self.ner.people_and_places(paragraphs)):
+            for sp in spans:
+                if sp.kind != "person":
+                    continue
+                words = re.sub(r"(?:'s|\u2019s)$", "", " ".join(sp.value.split())).split()
+                if len(words) < 2 or any(w.casefold().strip(".,") in self.own_words for w in words):
+                    continue
+                if person_evidence(words, self.vocab, cue_of("person", paragraphs[i], sp.start, sp.end)):
+                    yield i, "person"
+
+    ner_read = 0
+
+
+def _digest(paragraph: str) -> bytes:
+    return hashlib.blake2b(paragraph.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def _kind(s: str) -> str:
     return "email" if "@" in s else ("name" if " " in s.strip() else "username")
 
 
-def audit(root: Path, rules: Rules, *, limit: int = 200) -> Report:
-    """Scan every file under `root` (a folder or one file) with `rules`; at most `limit` hits."""
+# --------------------------------------------------------------------------------------------- the audit
+
+def audit(root: Path, rules: Rules, *, manifest: bool = False, limit: int = 200) -> Report:
+    """Scan every file under `root` (a folder or one file) with `rules`; at most `limit` hits. `manifest`: the
+    folder is a published version, checked against its manifest.json first."""
+    t0 = time.perf_counter()
     root = Path(root)
     report = Report(root)
-    paths = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file() and ".git" not in p.parts)
-    repos = [] if root.is_file() else sorted(p.parent for p in root.rglob(".git") if p.is_dir())
-
-    def add(rel: str, where: str, text: str, secrets: bool | None = None) -> bool:
-        for kind, index in rules.find(text, secrets=secrets):
-            report.hits.append(Hit(rel, where, kind, index))
-            if len(report.hits) >= limit:
-                report.complete = False
-                return False
-        return True
-
-    for path in paths:
-        report.files += 1
-        rel = str(path.relative_to(root.parent if root.is_file() else root))
-        for where, text in _texts(path):
-            own_listing = path.name == "manifest.json" or "manifest" in where
-            if not add(rel, where, text, secrets=False if own_listing else None):
-                return report
-    for repo in repos:
-        report.files += 1
-        rel = str(repo.relative_to(root))
-        for where, text in _git_texts(repo):
-            if not add(rel, where, text):
-                return report
+    rules.ner_read = 0
+    try:
+        _audit(root, rules, report, manifest, limit)
+    except _Full:
+        report.complete = False
+    report.ner_read, report.seconds = rules.ner_read, round(time.perf_counter() - t0, 3)
     return report
 
 
-def _texts(path: Path) -> Iterator[tuple[str, str]]:
+class _Full(Exception):
+    pass
+
+
+NER_BATCH = 256  # fresh paragraphs NER reads at once
+
+
+def _audit(root: Path, rules: Rules, report: Report, manifest: bool, limit: int) -> None:
+    pending: list[tuple[str, str, str]] = []  # (file, where, paragraph) waiting for NER
+
+    def hit(rel: str, where: str, kind: str, index: int) -> None:
+        report.hits.append(Hit(rel, where, kind, index))
+        if len(report.hits) >= limit:
+            raise _Full
+
+    def flush() -> None:
+        if pending:
+            batch = pending[:]
+            pending.clear()
+            for i, kind in rules.people([p for _, _, p in batch]):
+                hit(batch[i][0], batch[i][1], kind, -1)
+
+    def add(rel: str, where: str, text: str, prose: bool = False, **kw) -> None:
+        report.texts += 1
+        report.chars += len(text)
+        for kind, index in rules.find(text, **kw):
+            hit(rel, where, kind, index)
+        if prose:
+            pending.extend((rel, where, p) for p in rules.fresh(text))
+            if len(pending) >= NER_BATCH:
+                flush()
+
+    paths = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file() and ".git" not in p.parts)
+    repos = [] if root.is_file() else sorted(p.parent for p in root.rglob(".git") if p.is_dir())
+    if manifest and root.is_dir():
+        for rel, kind in _manifest_problems(root, paths):
+            report.hits.append(Hit(rel, "manifest.json", kind, -1))
+            if len(report.hits) >= limit:
+                raise _Full
+    for path in paths:
+        report.files += 1
+        rel = str(path.relative_to(root.parent if root.is_file() else root))
+        own_listing = path.name == "manifest.json"
+        for where, text, kind in _texts(path):
+            listing = own_listing or "manifest" in where
+            add(rel, where, text, secrets=False if listing else None,
+                patterns=False if listing or kind == "binary" else None, prose=kind == "prose",
+                whole_field=kind in ("prose", "field"))
+    for repo in repos:
+        report.files += 1
+        rel = str(repo.relative_to(root))
+        for where, text, kind in _git_texts(repo):
+            add(rel, where, text, prose=kind == "prose", patterns=False if kind == "binary" else None)
+    flush()
+
+
+def _manifest_problems(root: Path, paths: list[Path]) -> Iterator[tuple[str, str]]:
+    """(file, problem) for every file that is not what the manifest says, and every listed file missing."""
+    from warehouse.ids import sha256_file
+
+    f = root / "manifest.json"
+    if not f.exists():
+        yield "manifest.json", "manifest:missing"
+        return
+    try:
+        listed = json.loads(f.read_text(encoding="utf-8")).get("files", {})
+    except (ValueError, OSError):
+        yield "manifest.json", "manifest:unreadable"
+        return
+    present = {str(p.relative_to(root)): p for p in paths if p.name != "manifest.json"}
+    for rel, digest in sorted(listed.items()):
+        if rel not in present:
+            yield rel, "manifest:missing"
+        elif sha256_file(present[rel]) != digest:
+            yield rel, "manifest:changed"
+    for rel in sorted(set(present) - set(listed)):
+        yield rel, "manifest:extra"
+
+
+def _texts(path: Path) -> Iterator[tuple[str, str, str]]:
+    """(where, text, kind) of a file: kind "prose" (NER reads it), "field" (a structured value) or "text"."""
     if path.suffix == ".parquet":
         table = pq.read_table(path)
         for name in table.column_names:
-            col = table.column(name)
-            for i, v in enumerate(col.to_pylist()):
+            kind = "prose" if name in PROSE_COLUMNS else "field"
+            for i, v in enumerate(table.column(name).to_pylist()):
                 if v is not None:
-                    yield f"column {name} row {i}", str(v)
+                    yield f"column {name} row {i}", str(v), kind
         return
     if path.suffix == ".bundle":
         with tempfile.TemporaryDirectory() as tmp:
@@ -145,21 +336,91 @@ def _texts(path: Path) -> Iterator[tuple[str, str]]:
             subprocess.run(["git", "clone", "-q", str(path), str(repo)], check=True, capture_output=True)
             yield from _git_texts(repo)
         return
-    with open(path, "rb") as f:
-        offset = 0
-        while chunk := f.read(1 << 20):
-            yield f"bytes {offset}", chunk.decode("utf-8", "replace")
-            offset += len(chunk)
+    data = path.read_bytes()
+    if b"\0" in data[:8192]:
+        for offset in range(0, len(data), 1 << 20):
+            yield f"bytes {offset}", data[offset:offset + (1 << 20)].decode("utf-8", "replace"), "binary"
+        return
+    if path.suffix == ".jsonl":
+        yield from _json_lines(data)
+        return
+    if path.suffix == ".json":
+        try:
+            doc = json.loads(data)
+        except (ValueError, UnicodeDecodeError):
+            doc = None
+        if doc is not None:
+            for pointer, value, key in _strings(doc, ""):
+                yield f"json {pointer}", value, "field" if key else "prose"
+            return
+    kind = "prose" if path.suffix in (".md", ".txt", ".eml") else "text"
+    for offset in range(0, max(len(data), 1), 1 << 20):
+        yield f"bytes {offset}", data[offset:offset + (1 << 20)].decode("utf-8", "replace"), kind
 
 
-def _git_texts(repo: Path) -> Iterator[tuple[str, str]]:
-    """Every commit's identities, message and patch, then every blob reachable from any ref."""
-    log = subprocess.run(["git", "-C", str(repo), "log", "--all", "-p", "--format=%H%n%an <%ae>%n%cn <%ce>%n%B"],
+def _json_lines(data: bytes) -> Iterator[tuple[str, str, str]]:
+    """(where, text, kind) of JSON lines: a record's prose columns (title, body, ...) are prose that NER reads,
+    every other string a field; a line that does not parse is scanned as text, so nothing is skipped."""
+    for i, line in enumerate(data.decode("utf-8", "replace").splitlines()):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            yield f"line {i + 1}", line, "text"
+            continue
+        if not isinstance(doc, dict):
+            for pointer, value, _ in _strings(doc, ""):
+                yield f"line {i + 1} {pointer}", value, "field"
+            continue
+        for name, value in doc.items():
+            yield f"line {i + 1} /{name} (key)", str(name), "field"
+            if isinstance(value, str):
+                yield f"line {i + 1} /{name}", value, "prose" if name in PROSE_COLUMNS else "field"
+            else:
+                for pointer, v, _ in _strings(value, f"/{name}"):
+                    yield f"line {i + 1} {pointer}", v, "field"
+
+
+def _strings(value, pointer: str) -> Iterator[tuple[str, str, bool]]:
+    """(JSON pointer, string, is a key) of every string in a JSON document, keys too."""
+    if isinstance(value, str):
+        yield pointer or "/", value, False
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _strings(v, f"{pointer}/{i}")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield f"{pointer}/{k} (key)", str(k), True
+            yield from _strings(v, f"{pointer}/{k}")
+
+
+def _git_texts(repo: Path) -> Iterator[tuple[str, str, str]]:
+    """Every commit's identities and message (prose), every patch, then every blob reachable from any ref."""
+    log = subprocess.run(["git", "-C", str(repo), "log", "--all", "--format=%H%x00%an <%ae>%n%cn <%ce>%n%B%x01"],
                          capture_output=True)
-    yield "git log -p --all", log.stdout.decode("utf-8", "replace")
+    for record in log.stdout.decode("utf-8", "replace").split("\x01"):
+        if record.strip():
+            sha, _, rest = record.strip("\n").partition("\x00")
+            yield f"commit {sha[:12]}", rest, "prose"
+    patches = subprocess.run(["git", "-C", str(repo), "log", "--all", "-p", "--format=%H"], capture_output=True)
+    yield "git log -p --all", patches.stdout.decode("utf-8", "replace"), "text"
     objs = subprocess.run(["git", "-C", str(repo), "rev-list", "--objects", "--all"], capture_output=True)
     shas = [line.split()[0] for line in objs.stdout.decode().splitlines() if line]
     if shas:
         batch = subprocess.run(["git", "-C", str(repo), "cat-file", "--batch"], input="\n".join(shas).encode(),
-                               capture_output=True)
-        yield "git objects", batch.stdout.decode("utf-8", "replace")
+                               capture_output=True).stdout
+        pos = 0
+        while pos < len(batch):  # "<sha> <type> <size>\n<content>\n" per object
+            nl = batch.find(b"\n", pos)
+            head = batch[pos:nl].split()
+            if len(head) < 3:
+                break
+            size = int(head[2])
+            data = batch[nl + 1:nl + 1 + size]
+            pos = nl + 1 + size + 1
+            if head[1] != b"blob":
+                continue
+            # a binary file (anonymization leaves it as it is): listed strings only, no patterns on noise
+            kind = "binary" if b"\0" in data[:8192] or len(data) > 2_000_000 else "text"
+            yield f"blob {head[0].decode()[:12]}", data.decode("utf-8", "replace"), kind

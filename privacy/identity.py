@@ -12,6 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable
@@ -62,12 +63,40 @@ class UnionFind:
 
 
 ROLE_LOCAL_PARTS = frozenset("noreply no-reply do-not-reply donotreply mailer-daemon postmaster "
-                             "notifications".split())
+                             "notifications notification git gitbox jira jenkins hudson buildbot builds "
+                             "confluence github gitlab bot bots".split())
+_NAME_ADDR = re.compile(r"\s*([^<>@]*?)\s*<([^<>@\s]+@[^<>@\s]+)>")
+RELAY_NAMES = 3  # an address seen with this many different display names is a relay, not a person
+_BOT_NAME = re.compile(r"(?:^|[\s\-_\[(])(?:bot|robot|bots)(?:$|[\s\-_\])])|\b(?:build|ci|jenkins|hudson) server\b|"
+                       r"\bbuild (?:bot|system|daemon)\b|\bnotifications?\b|\bno-?reply\b|\bdaemon\b|^(?:jenkins|"
+                       r"hudson|gitbox|github|gitlab|jira|confluence|buildbot|travis|travis ci|circleci|asfgit|git|"
+                       r"github actions|dependabot|renovate|codecov|sonarcloud|teamcity|bamboo)$")
+
+
+_GROUP_LAST = frozenset("""list lists dev devs developers users user team private pmc committers group announce
+    support security community discuss discussion commits issues notifications general staff everyone info admin
+    admins board members owners moderators digest""".split())
+_GROUP_ANY = frozenset("list lists mailing pmc committers announce".split())
+
+
+def is_bot(name: str) -> bool:
+    """Whether a display name or user name is a service's or a group's ("GitBox", "ASF GitHub Bot",
+    "dependabot[bot]", "Asterix build server", "Maven Developers List", "Apache Maven Private"), not a person's.
+    A person's surname that is also a tool ("Ann Jenkins") or a first name that is a group word ("Dev Patel")
+    is not."""
+    n = fold(re.sub(r"\s*\((?:jira|github|gitbox)\)\s*$", "", name, flags=re.I))
+    words = n.split()
+    if len(words) >= 2 and (words[-1] in _GROUP_LAST or set(words) & _GROUP_ANY):
+        return True
+    return bool(_BOT_NAME.search(n))
 
 
 def collect_handles(events: Iterable[Event]) -> dict[str, _Handle]:
     """Every handle of a person seen in structured fields. A mailing list's own address (its List-Id is
-    `local.domain`) and role senders (noreply, mailer-daemon, ...) are not people and are left out."""
+    `local.domain`), role senders (noreply, mailer-daemon, git, jira, ...) and bots ("GitBox", "... Bot") are not
+    people and are left out. A role or relay address (one sending under `RELAY_NAMES` or more display names, as
+    a forge's notifications do: "Tibor17 <git@...>") is no person either, but each display name on it that is
+    not a bot's is one: it becomes a handle of its own, `<source>:name:<display name>`."""
     handles: dict[str, _Handle] = {}
     list_ids: set[str] = set()
 
@@ -75,6 +104,11 @@ def collect_handles(events: Iterable[Event]) -> dict[str, _Handle]:
         if not handle:
             return
         h = handles.setdefault(handle, _Handle(handle, source))
+        if name and "<" in name:  # a header the extractor could not split: "Jane Roe <jane@x.example> jroe"
+            m = _NAME_ADDR.match(name)
+            if m:
+                name = m.group(1).strip(' "\'')
+                h.emails.add(m.group(2).lower())
         if name and name.strip():
             h.names.add(name.strip())
         if email and "@" in email:
@@ -91,14 +125,28 @@ def collect_handles(events: Iterable[Event]) -> dict[str, _Handle]:
             if isinstance(p, dict):
                 add(p.get("handle"), ev.source, p.get("display_name"), p.get("email"), p.get("username"))
 
-    def role(h: _Handle) -> bool:
-        for e in h.emails:
-            local, _, domain = e.partition("@")
-            if f"{local}.{domain}" in list_ids or local in ROLE_LOCAL_PARTS:
-                return True
-        return False
+    def listed(h: _Handle) -> bool:
+        return any(f"{e.partition('@')[0]}.{e.partition('@')[2]}" in list_ids for e in h.emails)
 
-    return {k: h for k, h in handles.items() if not role(h)}
+    def role(h: _Handle) -> bool:
+        return any(e.partition("@")[0] in ROLE_LOCAL_PARTS for e in h.emails)
+
+    out: dict[str, _Handle] = {}
+    for k, h in handles.items():
+        if listed(h):
+            continue  # a mailing list's own address: its display names are the list's
+        names = {re.sub(r"\s*\((?:jira|github|gitbox)\)\s*$", "", n, flags=re.I).strip() for n in h.names}
+        relay = h.emails and len({fold(n) for n in names}) >= RELAY_NAMES
+        if role(h) or relay:
+            for n in sorted(names):
+                if n and not is_bot(n) and "@" not in n:
+                    key = f"{h.source}:name:{n}"
+                    out.setdefault(key, _Handle(key, h.source)).names.add(n)
+            continue
+        if all(is_bot(x) for x in h.names | h.usernames) and (h.names or h.usernames):
+            continue
+        out.setdefault(k, h)
+    return out
 
 
 def resolve(dataset: str, events: Iterable[Event]) -> list[Identity]:

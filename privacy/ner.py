@@ -34,9 +34,21 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from privacy.pii import Span
+
+
+class Found(NamedTuple):
+    """A span NER tagged in a paragraph (offsets into it), and whether the words around it agree: for a
+    person a strong cue (`privacy.names.strong_cue`: a greeting, "x wrote", a signature line, "x <address>"),
+    for a place a preposition of place before it ("in", "from", "near", "at", "based in")."""
+
+    start: int
+    end: int
+    kind: str
+    value: str
+    cue: bool
 
 LABELS = {"PERSON": "person", "GPE": "place", "LOC": "place", "FAC": "place"}
 # Components that never help NER; excluded so they are neither loaded nor run.
@@ -143,6 +155,11 @@ class Ner:
     def names(self, texts: Iterable[str], workers: int = 1, batch_size: int = 64) -> Iterator[Span]:
         """Person/place spans of each distinct paragraph of `texts` that `may_name` (offsets into the
         paragraph). The same spans, in the same order, for any `workers`; `self.stats` counts the work."""
+        for f in self.found(texts, workers, batch_size):
+            yield Span(f.start, f.end, f.kind, f.value)
+
+    def found(self, texts: Iterable[str], workers: int = 1, batch_size: int = 64) -> Iterator[Found]:
+        """`names`, each span with its cue (see `Found`)."""
         self.stats = {"paragraphs": 0, "distinct": 0, "read": 0, "read_chars": 0}
         groups = _groups(self._distinct(texts), GROUP_PIECES, GROUP_CHARS)
         if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
@@ -155,15 +172,21 @@ class Ner:
         else:
             yield from self._count(self.read(g, batch_size) for g in groups)
 
-    def _count(self, results: Iterable[tuple[list[Span], int, int]]) -> Iterator[Span]:
+    def _count(self, results: Iterable[tuple[list[Found], int, int]]) -> Iterator[Found]:
         for spans, read, chars in results:
             self.stats["read"] += read
             self.stats["read_chars"] += chars
             yield from spans
 
+    def seen_digests(self) -> set[bytes]:
+        """The digests (blake2b, 16 bytes) of the paragraphs the last `found`/`names` call saw (at most two
+        generations: the leak audit skips paragraphs it finds here unchanged)."""
+        seen = getattr(self, "_seen", None)
+        return (seen.new | seen.old) if seen is not None else set()
+
     def _distinct(self, texts: Iterable[str]) -> Iterator[str]:
         """Each paragraph of `texts` (cut to the chunk limit) the first time it occurs."""
-        seen = _Seen(SEEN_GENERATION)
+        seen = self._seen = _Seen(SEEN_GENERATION)
         for text in texts:
             for para in paragraphs(text or ""):
                 self.stats["paragraphs"] += 1
@@ -172,7 +195,7 @@ class Ner:
                     for _, piece in chunks(para, self.chunk_chars):
                         yield piece
 
-    def read(self, pieces: list[str], batch_size: int = 64) -> tuple[list[Span], int, int]:
+    def read(self, pieces: list[str], batch_size: int = 64) -> tuple[list[Found], int, int]:
         """(spans, pieces read, characters read): NER on those of `pieces` that `may_name`."""
         nlp, out, read, chars = self.nlp, [], 0, 0
         stop = getattr(getattr(nlp, "Defaults", None), "stop_words", frozenset())
@@ -185,11 +208,22 @@ class Ner:
                 for ent in doc.ents:
                     kind = LABELS.get(ent.label_)
                     if kind:
-                        out.append(Span(ent.start_char, ent.end_char, kind, ent.text))
+                        out.append(Found(ent.start_char, ent.end_char, kind, ent.text,
+                                         cue_of(kind, doc.text, ent.start_char, ent.end_char)))
         return out, read, chars
 
 
+def cue_of(kind: str, text: str, start: int, end: int) -> bool:
+    """The cue of a span NER tagged in `text` (see `Found`)."""
+    if kind == "person":
+        from privacy.names import strong_cue
+
+        return strong_cue(text, start, end)
+    return bool(_PLACE_BEFORE.search(text, max(0, start - 16), start))
+
+
 _QUOTE = re.compile(r"[ \t]*(?:>[ \t]?)+")
+_PLACE_BEFORE = re.compile(r"(?i)\b(?:in|from|near|at|to|outside|around|based in|live in|lives in)[ \t]+\Z")
 # A token that can be (part of) a word of a name: letters, joined by hyphens or apostrophes.
 _NAMEISH = re.compile(r"[^\W\d_]+(?:[-'\u2019][^\W\d_]+)*")
 
@@ -263,7 +297,7 @@ def _groups(pieces: Iterable[str], n: int, chars: int) -> Iterator[list[str]]:
 _WORKER: dict[str, Any] = {}  # what fork-started workers of Ner.names inherit
 
 
-def _read_group(pieces: list[str]) -> tuple[list[Span], int, int]:
+def _read_group(pieces: list[str]) -> tuple[list[Found], int, int]:
     return _WORKER["ner"].read(pieces, _WORKER["batch_size"])
 
 

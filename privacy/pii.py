@@ -2,9 +2,12 @@
 
 Kinds and rules (one line each; the recognizer below holds the exact pattern):
 - email: RFC-5322-ish `local@domain.tld` (patterns.EMAIL), plus obfuscations `user [at] host [dot] org` and
-  `user at host dot org` (the unbracketed one only with a common TLD, so prose is not an address).
-- phone: `+CC ...`/`00CC ...` with separators (8-15 digits), compact `+E.164`, NANP `(415) 555-0134` /
-  `415-555-0134` (one separator kind), national trunk `020 7946 0958` (starts with 0, 9-12 digits).
+  `user at host dot org` (the unbracketed one only with a common TLD, so prose is not an address), and
+  pipermail's `user at host.org` (a generic TLD or a country code, and a label of 3+ characters), and an
+  address a quoting client wrapped after a dot of its domain (`jane.roe@mail.\n>>> com`).
+- phone: `+CC ...`/`00CC ...` with separators (8-15 digits; a group may continue on the next line, after quote
+  markers), compact `+E.164`, NANP `(415) 555-0134` / `415-555-0134` (one separator kind), national trunk
+  `020 7946 0958` (starts with 0, 9-12 digits) and `(047) 3321-0660` (trunk code in parentheses).
   A number glued to word characters, dots or more digit groups (before or after) is not a phone, so
   dates, versions, IPs, SHAs, issue keys, UUIDs, timestamps, hex dumps and account numbers are left
   alone. Bare digit runs without + never count.
@@ -15,7 +18,8 @@ Kinds and rules (one line each; the recognizer below holds the exact pattern):
   by a version word (v, version, ver, release, build, firmware, section, chapter); IPv6 accepted by
   `ipaddress` that has a decimal digit and either all 8 groups or `::` with a 4-digit first group or
   >= 3 groups (so `a[1::2]`, `dead::beef` and `12:30:45` are not IPs). Loopback, unspecified and
-  broadcast addresses name no machine and are kept.
+  broadcast addresses name no machine and are kept; a dotted quad that is a path segment (`/1.1.13.7/`) or
+  the git version under a patch's `-- ` signature is a version.
 - url_personal: a URL whose path names a person: a `/~name` segment; `/users|user|u|people|person|
   profile(s)|member(s)|author(s)|staff/<name>`; `/home/<name>` in file:// URLs; `linkedin.com/in|pub/...`;
   `medium.com/@name`; a one-segment profile path on github.com, gitlab.com, bitbucket.org, twitter.com,
@@ -23,6 +27,9 @@ Kinds and rules (one line each; the recognizer below holds the exact pattern):
   The span is the whole URL. Local home paths (`/home/<name>`, `/Users/<name>`, `C:\\Users\\<name>`)
   are reported as url_personal too, but only the name segment, so the rest of a stack trace survives.
   Generic names (root, runner, ubuntu, me, new, ...) and template slots (`{id}`, `:id`) are not people.
+  An ISP's member pages (`members.<isp>/<user>/...`, also homepages., users., people., personal.) and gists
+  (`gist.github.com/<user>/<id>`) name the user by their first segment. The login a forge's merge message
+  names (`Merge pull request #12 from <login>/<branch>`) is url_personal too, the login alone.
 - credit_card: 13-19 digits, no separators or one kind (space or dash) in 4-4-4-4(-3) / 4-6-5 / 4-6-4
   groups, a known issuer prefix for that length (Visa, Mastercard, Amex, Discover, JCB, Diners,
   UnionPay), Luhn-valid.
@@ -163,6 +170,8 @@ def _entropy(value: str) -> float:
 # ---------------------------------------------------------------------------------------------- email
 
 _EMAIL_BACK = re.compile(r"[A-Za-z0-9._%+-]{1,64}\Z")
+_EMAIL_WRAPPED = re.compile(r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@[A-Za-z0-9-]{1,63}"
+                            r"(?:\.[A-Za-z0-9-]{1,63}){0,4}\.\n(?:[ \t]*>)*[ \t]*[A-Za-z]{2,24}(?![\w-])")
 _EMAIL_OBF = re.compile(
     r"[A-Za-z0-9](?<![\w.+-][A-Za-z0-9])[A-Za-z0-9._%+-]{0,63}(\s?[\[({]at[\])}]\s?| at )"
     r"[A-Za-z0-9-]{1,63}(?:(?:\s?[\[({]dot[\])}]\s?| dot |\.)[A-Za-z0-9-]{1,63}){1,4}(?![\w-])", re.I)
@@ -170,6 +179,11 @@ _EMAIL_OBF = re.compile(
 
 # Prose says "look at this dot later": the unbracketed spelling needs a TLD people actually spell out.
 _SPOKEN_TLDS = frozenset("com org net edu gov io co uk de fr nl ca au us info biz me dev ai".split())
+# Mailman's pipermail archives write "perry at stsci.edu": " at " and a dotted host whose TLD is a generic one
+# or a country code, with a label of three or more characters before it ("look at it.so" is prose).
+_PIPERMAIL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._%+-]{0,63} at ((?:[A-Za-z0-9-]{1,63}\.){1,5}"
+                        r"(?:com|org|net|edu|gov|mil|int|info|biz|io|[a-z]{2}))(?![\w-])(?!\.\w)")
+_PIPERMAIL_BACK = re.compile(r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}\Z")
 
 
 def _emails(t: _Text) -> Iterator[_Cand]:
@@ -177,6 +191,13 @@ def _emails(t: _Text) -> Iterator[_Cand]:
     if "@" in s:
         for m in _anchored(s, s, "@", _EMAIL_BACK, EMAIL):
             yield m.start(), m.end(), "email", _OTHER
+        if ".\n" in s:  # an address a quoting client wrapped after a dot: "jane.roe@mail.\n>>> com>"
+            for m in _anchored(s, s, "@", _EMAIL_BACK, _EMAIL_WRAPPED):
+                yield m.start(), m.end(), "email", _OTHER
+    if " at " in s:
+        for m in _anchored(s, s, " at ", _PIPERMAIL_BACK, _PIPERMAIL, 64):
+            if any(len(label) >= 3 for label in m.group(1).split(".")[:-1]):
+                yield m.start(), m.end(), "email", _OTHER
     for lo, hi in _windows(t.low, ("[at]", "(at)", "{at}", " dot ", "[dot]", "(dot)"), 400, 400):
         for m in _EMAIL_OBF.finditer(s, lo, hi):
             v = m.group(0).lower()
@@ -190,12 +211,16 @@ def _emails(t: _Text) -> Iterator[_Cand]:
 
 # Split by leading character: CPython's regex engine only skips ahead in C when every alternative starts
 # with a literal or a character class, so the branches live inside one leading character each.
-_GROUPS = r"(?:[ .-]?\(\d{1,4}\))? [ .-]?\d{1,5} (?:[ .-]\d{2,8}){1,5}"
+# Groups of an international number; the last may be a line of its own (a signature wrapped by a quoting client).
+_GROUPS = (r"(?:[ .-]?\(\d{1,4}\))? [ .-]?\d{1,5} (?:[ .-]\d{2,8} | \n(?:[ \t]*>)*[ \t]*\d{2,8}(?=[ \t]*(?:\r?\n|\Z)) )"
+           r"{1,5}")
 _PHONE_END = r"(?![\w\-/]|[.:,]\d|[ .-]\d)"
 _PHONE_PLUS = re.compile(rf"""\+(?<![\w+]\+)
-    (?: (?P<intl> (?=[\d().\ -]{{8}}) [1-9]\d{{0,2}} {_GROUPS} ) | [1-9]\d{{7,14}} ) {_PHONE_END}""", re.X)
+    (?: (?P<intl> (?=[\d().\ \n>-]{{8}}) [1-9]\d{{0,2}} {_GROUPS} ) | [1-9]\d{{7,14}} ) {_PHONE_END}""", re.X)
 _PHONE_PAREN = re.compile(rf"""\((?<![\w(]\()(?<!\d[ .-]\() (?=[\d).\ -]{{12}})
-    [2-9]\d\d\) [ .-]? [2-9]\d\d [ .-] \d{{4}} {_PHONE_END}""", re.X)
+    (?: [2-9]\d\d\) [ .-]? [2-9]\d\d [ .-] \d{{4}}                # (415) 555-0134
+      | 0\d{{1,4}}\) [ .-]? [1-9]\d{{2,4}} [ .-] \d{{3,4}} )        # (047) 3321-0660: a trunk code in parentheses
+    {_PHONE_END}""", re.X)
 _PHONE_DIGIT = re.compile(rf"""\d(?<![\w.+-]\d)(?<!\d[ .-]\d) (?=[\d().\ -]{{8}})
     (?: (?<=0) (?P<intl> 0[1-9]\d{{0,2}} {_GROUPS} )                              # 00 CC ...
       | (?<=1) (?P<s1>[-. ]) [2-9]\d\d (?P=s1) [2-9]\d\d (?P=s1) \d{{4}}           # 1-800-555-0199
@@ -255,6 +280,11 @@ def _ips(t: _Text) -> Iterator[_Cand]:
                 continue
             if _VERSION_WORD.search(s, max(0, m.start() - 16), m.start()):
                 continue
+            if s[m.start() - 1:m.start()] == "/" and s[m.end():m.end() + 1] == "/" \
+                    and s[max(0, m.start() - 3):m.start()] != "://":
+                continue  # a path segment ("org/foo/1.1.13.7/foo.pom"): a version, not a host
+            if s[max(0, m.start() - 4):m.start()] in ("-- \n", "--\n") or s[max(0, m.start() - 3):m.start()] == "--\n":
+                continue  # the git version under a format-patch signature ("-- \n1.6.4.2")
             yield m.start(), m.end(), "ip", _OTHER
     pos = 0
     for h in _V6_HINT.finditer(s):
@@ -402,6 +432,8 @@ _PROFILE_HOSTS = ("github.com", "gitlab.com", "bitbucket.org", "twitter.com", "x
 _BARE_URL = re.compile(r"(?:www\.|[a-z]{2}\.)?(?:" + "|".join(re.escape(h) for h in _PROFILE_HOSTS) +
                        r")/[^\s<>\"'`{}|\\^\[\]]{1,512}")
 _BARE_BACK = re.compile(r"(?<![\w./@-])(?:www\.|[a-z]{2}\.)?\Z")
+_MEMBER_HOSTS = frozenset("members homepages homepage users people personal".split())
+_USER_FIRST_HOSTS = frozenset("gist.github.com gist.githubusercontent.com".split())  # <user>/<id>
 _PROFILE_DIRS = frozenset("users user u people person profile profiles member members author authors staff".split())
 _NOT_A_PERSON = frozenset("""
     me self current new edit search list all index login logout signin signup register settings account
@@ -434,11 +466,48 @@ def _personal(scheme: str, host: str, segs: list[str]) -> bool:
     if any(a.lower() in dirs and _is_person(b) for a, b in zip(segs, segs[1:])):
         return True
     host = host.removeprefix("www.")
+    if (host.split(".", 1)[0] in _MEMBER_HOSTS and len(host.split(".")) >= 3 or host in _USER_FIRST_HOSTS) \
+            and segs and _is_person(segs[0]):
+        return True  # an ISP's member pages (members.home.net/<user>/), gists (gist.github.com/<user>/<id>)
     if host.endswith("linkedin.com"):
         return len(segs) >= 2 and segs[0] in ("in", "pub") and _is_person(segs[1])
     if host == "medium.com":
         return bool(segs) and segs[0].startswith("@") and _is_person(segs[0][1:])
     return host in _PROFILE_HOSTS and len(segs) == 1 and _is_person(segs[0])
+
+
+def person_in_url(url: str) -> tuple[int, int] | None:
+    """[start, end) of the segment of a personal URL (a `url_personal` span) that names the person ("olamy" in
+    http://twitter.com/olamy, "jsw" in /~jsw/), so a caller can replace it and keep the rest; None when the URL
+    names nobody."""
+    m = re.match(r"(?:([A-Za-z][A-Za-z0-9+.-]{0,15})://)?([^/?#]*)", url)
+    scheme, host = (m.group(1) or "").lower(), m.group(2).rsplit("@", 1)[-1].split(":")[0].lower()
+    pos = m.end()
+    path = re.split(r"[?#]", url[pos:], maxsplit=1)[0]
+    segs, offs, i = [], [], pos
+    for g in path.split("/"):
+        if g:
+            segs.append(g)
+            offs.append(i)
+        i += len(g) + 1
+    for g, o in zip(segs, offs):
+        if g.startswith("~") and _is_person(g[1:]):
+            return o + 1, o + len(g)
+    dirs = _PROFILE_DIRS | ({"home"} if scheme == "file" else set())
+    for (a, b), o in zip(zip(segs, segs[1:]), offs[1:]):
+        if a.lower() in dirs and _is_person(b):
+            return o, o + len(b)
+    host = host.removeprefix("www.")
+    if (host.split(".", 1)[0] in _MEMBER_HOSTS and len(host.split(".")) >= 3 or host in _USER_FIRST_HOSTS) \
+            and segs and _is_person(segs[0]):
+        return offs[0], offs[0] + len(segs[0])
+    if host.endswith("linkedin.com") and len(segs) >= 2 and segs[0] in ("in", "pub") and _is_person(segs[1]):
+        return offs[1], offs[1] + len(segs[1])
+    if host == "medium.com" and segs and segs[0].startswith("@") and _is_person(segs[0][1:]):
+        return offs[0] + 1, offs[0] + len(segs[0])
+    if host in _PROFILE_HOSTS and len(segs) == 1 and _is_person(segs[0]):
+        return offs[0], offs[0] + len(segs[0])
+    return None
 
 
 def _trim_url(url: str) -> str:
@@ -479,6 +548,7 @@ def _url(s: str, start: int, end: int, scheme: str) -> Iterator[_Cand]:
 
 _NAME_END = r"([A-Za-z0-9][A-Za-z0-9._-]{0,63})(?=[/\\]|$|[\s\"'`:;,)\]])"
 _HOME = re.compile(r"/(?<![\w.~:-]/)(?:home|Users)/" + _NAME_END)
+_MERGE_PR = re.compile(r"Merge pull request #\d{1,9} from ([A-Za-z0-9][A-Za-z0-9-]{0,38})/")
 _WIN_HOME = re.compile(r"(?i:[a-z]:(?:\\\\|\\)(?:users|documents and settings)(?:\\\\|\\))" + _NAME_END)
 
 
@@ -493,6 +563,10 @@ def _urls(t: _Text) -> Iterator[_Cand]:
         if host + "/" in low:
             for m in _anchored(s, low, host + "/", _BARE_BACK, _BARE_URL, 8):
                 yield from _url(s, m.start(), m.start() + len(_trim_url(m.group(0))), "")
+    if "Merge pull request #" in s:
+        for m in _MERGE_PR.finditer(s):
+            if _is_person(m.group(1)):
+                yield m.start(1), m.end(1), "url_personal", _OTHER
     for rx, present in ((_HOME, "/home/" in s or "/Users/" in s), (_WIN_HOME, "users\\" in low)):
         for m in rx.finditer(s) if present else ():
             if _is_person(m.group(1)):

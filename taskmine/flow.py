@@ -136,6 +136,11 @@ def entities_path(store: Store, dataset: str) -> Path:
     return store.private / "entities" / f"{dataset}.json"
 
 
+def paragraphs_path(store: Store, dataset: str) -> Path:
+    """Digests of the raw paragraphs NER read while anonymizing (private: the leak audit's skip list)."""
+    return store.private / "entities" / f"{dataset}.paragraphs"
+
+
 def anonymizer(store: Store, dataset: str, with_message_ids: bool = False) -> Anonymizer:
     """The dataset's anonymizer: identities, vault, and the outsiders/places NER found (private)."""
     vault = Vault.load(vault_path(store, dataset))
@@ -143,25 +148,33 @@ def anonymizer(store: Store, dataset: str, with_message_ids: bool = False) -> An
     f = entities_path(store, dataset)
     found = json.loads(f.read_text()) if f.exists() else {}
     a = Anonymizer(store.read("identities", dataset), vault, ids, found.get("outsiders", ()),
-                   found.get("places", ()), found.get("allow", ()))
+                   found.get("places", ()), found.get("allow", ()), found.get("lower", {}), found.get("lists", ()),
+                   found.get("orgs", ()))
     vault.save()
     return a
 
 
 def find_entities(store: Store, dataset: str, config: DatasetConfig) -> str:
-    """Run NER over the raw text once; keep what it found under private/. Returns NER's status line."""
+    """Read the raw text once for what no structured field says: NER's people and places (each person only
+    with evidence), the people of mail routing lines, and how often words occur in lower case. Keeps it under
+    private/ (every candidate with its evidence, for review). Returns NER's status line."""
     from privacy.anonymize import discover
     from privacy.ner import load_ner, ner_status
 
     ner = load_ner(config.ner_model) if config.ner_model else None
     status = ner_status() if config.ner_model else "NER off (ner_model = \"\" in taskmine.toml)"
-    outsiders, places = discover(store.iter("events", dataset), ner, config.allow) if ner else ([], [])
-    known = {identity.fold(w) for i in store.iter("identities", dataset) for n in i.names for w in n.split()}
-    places = [p for p in places if not {identity.fold(w) for w in p.split()} & known]
+    people = identity.persons(store.iter("identities", dataset))
+    found = discover(store.iter("events", dataset), ner, config.allow, people=people)
+    known = {identity.fold(w) for p in people for n in p.names for w in n.split()}
+    places = [p for p in found.places if not {identity.fold(w) for w in p.split()} & known]
     f = entities_path(store, dataset)
     f.parent.mkdir(parents=True, exist_ok=True)
-    f.write_text(json.dumps({"ner": status, "outsiders": outsiders, "places": places,
-                             "allow": list(config.allow)}, indent=1))
+    f.write_text(json.dumps({"ner": status, "ner_model": config.ner_model if ner else "",
+                             "outsiders": found.outsiders, "places": places,
+                             "allow": list(config.allow), "candidates": found.candidates, "lower": found.lower,
+                             "lists": found.lists, "orgs": found.orgs},
+                            indent=1, ensure_ascii=False))
+    paragraphs_path(store, dataset).write_bytes(b"".join(sorted(ner.seen_digests())) if ner else b"")
     return status
 
 
@@ -171,6 +184,7 @@ def anonymize(store: Store, dataset: str, dataset_dir: Path, config: DatasetConf
 
     status = find_entities(store, dataset, config or load_config(dataset_dir))
     anon = anonymizer(store, dataset, with_message_ids=True)
+    candidates = json.loads(entities_path(store, dataset).read_text()).get("candidates", [])
     rows, failed = [], []
     for e in store.iter("events", dataset):
         try:
@@ -187,7 +201,8 @@ def anonymize(store: Store, dataset: str, dataset_dir: Path, config: DatasetConf
     unreadable = sum(1 for q in store.iter("quarantine", dataset) if q.error_class == "git_unreadable")
     return StageResult({"events": len(rows), "quarantined": len(failed), "persons": len(anon.people),
                         "repositories_quarantined": unreadable,
-                        "outsiders": len(anon.outsiders),
+                        "outsiders": len(anon.outsiders), "person_candidates": len(candidates),
+                        "person_candidates_accepted": sum(1 for c in candidates if c.get("accepted")),
                         "repositories": len(repos), "ner": status},
                        _preview((r for r in rows if r.body), ("kind", "actor_name", "title")))
 
@@ -268,7 +283,7 @@ def _blob_scrubber(anon: Anonymizer):
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             return data
-        return anon.scrub(text).encode("utf-8")
+        return anon.scrub(text, code=True).encode("utf-8")
 
     return scrub
 
@@ -454,10 +469,18 @@ def verdicts_by_task(rows: list[Validation], tasks: Iterable[Task] = ()) -> dict
 # --- 7. publish --------------------------------------------------------------------------------------
 
 def audit_rules(store: Store, dataset: str):
-    """What the leak audit (`privacy.audit.audit`) looks for in this dataset: every gate uses these rules."""
+    """What the leak audit (`privacy.audit.audit`) looks for in this dataset: every gate uses these rules. NER is
+    the model anonymization used (none when it ran without), with the digests of the paragraphs it read."""
     from privacy.audit import Rules
+    from privacy.ner import load_ner
 
-    return Rules.of(anonymizer(store, dataset))
+    f = entities_path(store, dataset)
+    found = json.loads(f.read_text()) if f.exists() else {}
+    ner = load_ner(found["ner_model"]) if found.get("ner_model") else None
+    p = paragraphs_path(store, dataset)
+    raw = p.read_bytes() if ner is not None and p.exists() else b""
+    seen = {raw[i:i + 16] for i in range(0, len(raw), 16)}
+    return Rules.of(anonymizer(store, dataset), ner=ner, seen=seen)
 
 
 def funnel(store: Store, dataset: str) -> dict[str, int]:

@@ -144,11 +144,11 @@ def test_nothing_known_survives_in_published_files(pipeline):
     for p in truth["people"]:
         real |= {p["name"], p["email"], p["jira"]["name"], *(g["email"] for g in p["git"]),
                  *(g["name"] for g in p["git"] if " " in g["name"])}
-    # Every planted e-mail address and phone number (anyone's), and every planted name of a known person
-    # (Jira/git). Outsiders' names need NER (the privacy issue), not this first cut.
-    real |= {x["value"] for x in truth["pii"]
-             if x["type"] in ("email", "phone") or (x["type"] == "name" and x["person"])}
-    assert audit(pipeline["pub"], Rules(real)).hits == []
+    # Every planted e-mail address, phone number and name, an outsider's too (NER found them at anonymize).
+    # Only these strings: the recognizers would read our pseudonyms' own addresses (the leak_audit check,
+    # green in this run, audits with the dataset's rules, which know them).
+    real |= {x["value"] for x in truth["pii"] if x["type"] in ("email", "phone", "name")}
+    assert audit(pipeline["pub"], Rules(real, patterns=False)).hits == []
 
 
 def test_second_run_adds_nothing_and_is_byte_identical(pipeline):

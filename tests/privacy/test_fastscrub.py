@@ -28,10 +28,13 @@ def scrubber(names: list[str], usernames: list[str]) -> Scrubber:
 
 def both(s: Scrubber, text: str) -> tuple[str, str]:
     def repl(m):
-        return s.terms.get(m.group(0).casefold(), "[PERSON]")
+        term = s.terms.get(m.group(0).casefold())
+        return term.replacement if term else "[PERSON]"
 
     matcher = TermMatcher(s._known_regex, s.terms)
     assert matcher.split  # the fast path is taken (else the Scrubber's pattern changed: update TermMatcher)
+    spans = [(m.start(), m.end()) for m in matcher.finditer(text)]
+    assert spans == [(m.start(), m.end()) for m in s._known_regex.finditer(text)]
     return matcher.sub(repl, text), s._known_regex.sub(repl, text)
 
 

@@ -40,6 +40,13 @@ PEM = "-----BEGIN " + "RSA PRIVATE KEY-----\n" + KEY_BODY + "\n-----END RSA PRIV
 
 # (text, kind, value): find(text) must return exactly that one span.
 POSITIVE = [
+    ("From: perry at stsci.example.edu (Perry G)", "email", "perry at stsci.example.edu"),  # pipermail
+    ("R.M.Everson at exeter.ac.uk wrote", "email", "R.M.Everson at exeter.ac.uk"),
+    ("Jane Roe <jane.q.roe@gmail.\n>>> com>:", "email", "jane.q.roe@gmail.\n>>> com"),  # wrapped by a client
+    ("Voice: +44 1392\n264065\n> next line", "phone", "+44 1392\n264065"),  # wrapped by a quoting client
+    ("Voice: +44 1392\n>  264065\n", "phone", "+44 1392\n>  264065"),
+    ("FURB\n  (047) 3321-0660\n", "phone", "(047) 3321-0660"),  # trunk code in parentheses
+    ("Merge pull request #974 from octocat42/fix-chunked", "url_personal", "octocat42"),  # the login only
     ("contact jane.doe@example.com today", "email", "jane.doe@example.com"),
     ("From: Jane <jane+tag@mail.example.org>", "email", "jane+tag@mail.example.org"),
     ("write to jane [at] example [dot] com", "email", "jane [at] example [dot] com"),
@@ -118,6 +125,9 @@ POSITIVE = [
 ]
 
 NEGATIVE = [
+    "look at it.so and we met at home, then at 5.30 at cafe",  # prose around " at "
+    "maven: org/arquillian/arquillian-universe/1.1.13.7/arquillian-universe-1.1.13.7.pom",  # a version path
+    "Signed-off-by: x\n-- \n1.6.4.2\n",  # git's version under a format-patch signature
     "commit 3f2a9c1d4e5b6a7980a1b2c3d4e5f60718293a4b and a1b2c3d",
     "fixed in PROJ-1234, see ABC-123-456 and PROJ-415-555-0134",
     "dates 2021-03-04, 04.03.2021, 2021/03/04, 03-04-2021 and 20210304",
@@ -165,6 +175,20 @@ def test_finds_exactly_the_span(text, kind, value):
 @pytest.mark.parametrize("text", NEGATIVE, ids=[t[:30] for t in NEGATIVE])
 def test_finds_nothing(text):
     assert find(text) == []
+
+
+@pytest.mark.parametrize("url, person", [
+    ("http://twitter.com/olamy", "olamy"), ("https://www.linkedin.com/in/jroe", "jroe"),
+    ("http://www.cdc.example.gov/~jsw/index.html", "jsw"), ("https://gitlab.com/jroe", "jroe"),
+    ("https://medium.com/@jroe", "jroe"), ("https://example.org/users/jroe/settings", "jroe"),
+    ("http://members.home.example.net/jroe/index.html", "jroe"),  # an ISP's member pages
+    ("https://gist.github.com/jane-q-roe/501c4fb3150cbde58cc1", "jane-q-roe"),  # a gist
+    ("https://github.com/org/repo", None)])
+def test_the_person_in_a_personal_url(url, person):
+    from privacy.pii import person_in_url
+
+    seg = person_in_url(url)
+    assert (url[seg[0]:seg[1]] if seg else None) == person
 
 
 def test_private_key_without_end_and_json_escaped():

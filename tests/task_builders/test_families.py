@@ -141,9 +141,9 @@ def test_seal_rejects_a_draft_whose_answer_is_reachable(sample_world):
                      hidden_tokens=[token], hidden_events=naming)
     ctx = _ctx(store)
     problem = hidden_fact_problems(ctx.view(later), visible)[0]
-    assert f"names the hidden value {token!r}" in problem
+    assert f"names the hidden value {token[:12]!r}" in problem
     assert hidden_fact_problems(ctx.view(later, in_prompt.hidden_events), in_prompt) == [
-        f"the prompt names the hidden value {token!r}"]
+        f"the prompt names the hidden value {token[:12]!r}"]
     out = list(seal(ctx, fam, [visible, in_prompt, withheld]))
     assert [type(o).__name__ for o in out] == ["Rejection", "Rejection", "Task"]
     assert out[0].reason == "the answer is reachable in the world"
