@@ -59,18 +59,15 @@ class Scope(Args):
 
 def responses(actions: list, scope: Scope) -> list[A.Logged]:
     """The agent's writes that respond in this scope (see the module docstring)."""
-    out = []
-    for e in actions:
-        if not isinstance(e, A.Logged):
-            continue
-        a = e.action
-        if scope.medium == "mail" and isinstance(a, (A.MailReply, A.MailSend)):
-            out.append(e)
-        elif scope.medium == "chat" and isinstance(a, A.SlackPost) and a.channel == scope.target.lstrip("#"):
-            out.append(e)
-        elif scope.medium == "ticket" and isinstance(a, A.JiraComment) and a.key.upper() == scope.target.upper():
-            out.append(e)
-    return out
+    return [e for e in actions if isinstance(e, A.Logged) and _responds(e.action, scope)]
+
+
+def _responds(a: A.Tool, scope: Scope) -> bool:
+    if scope.medium == "mail":
+        return isinstance(a, (A.MailReply, A.MailSend))
+    if scope.medium == "chat":
+        return isinstance(a, A.SlackPost) and a.channel == scope.target.lstrip("#")
+    return isinstance(a, A.JiraComment) and a.key.upper() == scope.target.upper()
 
 
 def text_of(entry: A.Logged) -> str:

@@ -54,7 +54,8 @@ _MONTHS = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?
            r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)")
 _DATE = re.compile(r"(?<![\w-])(?:\d{4}-\d{2}-\d{2}|" + _MONTHS + r"\.? \d{1,2}(?:st|nd|rd|th)?(?:,? \d{4})?|"
                    r"\d{1,2}(?:st|nd|rd|th)? (?:of )?" + _MONTHS + r"(?:,? \d{4})?)(?![\w-])", re.I)
-_NUMBER = re.compile(r"(?<![\w.,/#:$-])(?:\$\s?\d{1,3}(?:,\d{3})+(?:\.\d+)?|\$\s?\d+(?:\.\d+)?|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?\s?"
+_NUMBER = re.compile(r"(?<![\w.,/#:$-])(?:\$\s?\d{1,3}(?:,\d{3})+(?:\.\d+)?|\$\s?\d+(?:\.\d+)?|"
+                     r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?\s?"
                      r"(?:%|ms|s|sec|secs|seconds?|minutes?|mins?|hours?|hrs?|days?|weeks?|kb|mb|gb|tb|k|x)|"
                      r"\d{3,}(?:\.\d+)?)(?![\w.,]*\w)", re.I)
 _YEAR = re.compile(r"^(?:19|20)\d\d$")

@@ -32,7 +32,8 @@ REQUEST = re.compile(r"\?|\b(please|pls|plz|could you|can you|can someone|could 
                      r"help( me)?\b|how (do|can|should|to)|what is the|is there a way|i(')?d like|"
                      r"we need|kindly|bitte|pourriez|pouvez-vous|merci de|"
                      # indirect asks, common on mailing lists ("I was wondering if ...", "any advice appreciated")
-                     r"(i was |i am |i'm |just )?wondering (if|whether|why|how|what)|would (love|appreciate|be grateful)|"
+                     r"(i was |i am |i'm |just )?wondering (if|whether|why|how|what)|"
+                     r"would (love|appreciate|be grateful)|"
                      r"(appreciate|grateful for) (any|your|some|a)|any (advice|hints?|suggestions?|pointers?|thoughts|"
                      r"ideas|input|feedback|tips|help|comments)|let (me|us) know|would be (great|nice|good|helpful) if|"
                      r"if (you|someone|anyone|somebody) could|anybody know|has anyone|does anybody|is it possible|"

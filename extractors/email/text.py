@@ -5,7 +5,8 @@ section 4.3 / Usenet convention for the signature delimiter "-- ", and the quoti
 clients (">" prefixes; "On <date>, <name> wrote:" attributions, also wrapped over two lines by Gmail and
 in German, French, Spanish, Italian, Dutch, Scandinavian clients; Outlook's "-----Original Message-----"
 and "From:/Sent:/To:" header blocks; forwarded messages (Lotus Notes' "--- Forwarded by ... ---", Gmail's
-"--- Forwarded message ---", Apple Mail's "Begin forwarded message:"); mobile "Sent from my ..." lines; Mailman list footers and
+"--- Forwarded message ---", Apple Mail's "Begin forwarded message:"); mobile "Sent from my ..." lines;
+Mailman list footers and
 pipermail's "next part" attachment notes).
 
 Invariants:

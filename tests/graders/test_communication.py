@@ -45,7 +45,10 @@ def view(tmp_path_factory):
     return World(path).at(T0 + dt.timedelta(minutes=1))
 
 
-def log(view, *calls, persona=Persona("Pat Quill", PAT, "pat")):
+PAT_PERSONA = Persona("Pat Quill", PAT, "pat")
+
+
+def log(view, *calls, persona=PAT_PERSONA):
     server = ToolServer(view, persona=persona)
     for c in calls:
         r = server.call(c.name(), c.arguments())
@@ -123,8 +126,8 @@ def test_one_check_per_fact_over_the_whole_response(view):
 
 
 def test_forbidden_content(view):
-    leaky = log(view, A.MailReply(message_id=REQ, body="Use [SECRET:PASSWORD] as [PERSON] said; call "
-                                                       "+44 161 496 0494 or mail lena@customer.example. Fixed in 2.5.0."))
+    leaky = log(view, A.MailReply(message_id=REQ, body="Use [SECRET:PASSWORD] as [PERSON] said; call +44 161 "
+                                                       "496 0494 or mail lena@customer.example. Fixed in 2.5.0."))
     clean = log(view, A.MailReply(message_id=REQ, body="Hi [PERSON], " + ANSWER))
     assert one("no_placeholders", {"scope": MAIL, "allowed": ["[PERSON]"]}, clean) == 1.0
     assert one("no_placeholders", {"scope": MAIL, "allowed": ["[PERSON]"]}, leaky) == 0.0

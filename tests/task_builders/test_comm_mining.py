@@ -315,7 +315,8 @@ def test_a_bulk_closed_ticket_without_changelog_keeps_its_last_note():
                   native_id="TS-1", thread_key="TS-1", ts=t0, actor="jira:dwhitfield", title="Lock file ignored",
                   attrs={"project": "TS", "resolution": {"name": "Fixed"}, "status": {"name": "Closed"},
                          "resolved_at": (t0 + dt.timedelta(days=40)).isoformat()})
-    events = [issue, comment(1, 2, "I can reproduce it on 2.3."), comment(2, 9, "Verified the fix in 2.4.0-rc.2. Closing.")]
+    events = [issue, comment(1, 2, "I can reproduce it on 2.3."),
+              comment(2, 9, "Verified the fix in 2.4.0-rc.2. Closing.")]
     items, rejections = build_work_items("d", events)
     notes = [i for i in items if i.kind == "resolution"]
     assert len(notes) == 1 and notes[0].outcome_event_ids == [event_id("d", "jira", "TS-1#c2")]
