@@ -43,7 +43,8 @@ _VERSION = re.compile(r"(?<![\w.-])v?\d+\.\d+(?:\.\d+){0,3}(?:-(?:alpha|beta|rc|
                       r"preview|pre|post)[.-]?\d*(?:\.\d+)*)?(?![\w-]|\.\w)", re.I)
 _REF = re.compile(r"(?<![\w&#/])(?:([\w.-]+/[\w.-]+))?#(\d{1,6})(?!\w)")
 _SHA = re.compile(r"(?<![\w-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}(?![\w@-])")
-_MESSAGE_ID = re.compile(r"<([^<>@\s]{4,200}@[^<>@\s]{2,200})>")
+# a Message-ID, not an address in angle brackets: its left part carries a run of digits (hex ids, timestamps)
+_MESSAGE_ID = re.compile(r"<((?=[^<>@\s]*\d{3})[^<>@\s]{6,200}@(?![^<>@\s]*redacted)[^<>@\s]{2,200})>")
 _SNAKE = re.compile(r"(?<![\w.$-])[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?:\(\))?(?![\w-])")
 _CAMEL = re.compile(r"(?<![\w.$-])(?:[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*){2,}|[A-Z][a-z0-9]{2,}[A-Z][a-z0-9]{2,}"
                     r"|[a-z]{2,}(?:[A-Z][a-z0-9]+)+)(?:\(\))?(?![\w-])")
@@ -110,8 +111,9 @@ def extract(text: str | None, *, limit: int = MAX_FACTS) -> list[Fact]:
         value = (value if value is not None else m.group(group)).strip()
         if not value or "\0" in "".join(masked[start:end]):
             return
-        after = text[end:end + 1]
-        if PLACEHOLDER.search(value) or (kind in ("url", "file") and after == "["):
+        after, before = text[end:end + 1], text[start - 1:start] if start else ""
+        if PLACEHOLDER.search(value) or (kind in ("url", "file", "identifier", "version") and "[" in after + before) \
+                or before == "]":
             return                       # cut short by a placeholder: not what the reply said
         found.append((start, Fact(kind, value, variants)))
         masked[start:end] = "\0" * (end - start)
@@ -132,6 +134,8 @@ def extract(text: str | None, *, limit: int = MAX_FACTS) -> list[Fact]:
     for pattern in (_BACKTICK, _MONO):
         for m in pattern.finditer("".join(masked)):
             inner = " ".join(m.group(1).split())
+            if len(inner) < 4:
+                continue                 # `-g`, `x`: too short to say anything by itself
             kind = "command" if " " in inner or inner.startswith(("-", "./")) else _code_kind(inner)
             if kind:
                 take(m, kind, inner, group=1)

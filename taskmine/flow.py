@@ -334,7 +334,9 @@ def _tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
 
 
-def tasks(store: Store, dataset: str, config: DatasetConfig) -> StageResult:
+def tasks(store: Store, dataset: str, config: DatasetConfig, llm=None) -> StageResult:
+    """Every enabled family's tasks. `llm` (the run's llm.LLM, optional) rewrites instructions and grades the
+    judge checks of the self-check; without one the families take their no-model path."""
     from environments.world import World
     from task_builders import world as worldbuild
     from task_builders.families import seal
@@ -365,7 +367,7 @@ def tasks(store: Store, dataset: str, config: DatasetConfig) -> StageResult:
             continue
         mine = [i for i in items if i.kind in family.kinds]
         ctx = BuildContext(dataset, events, mine, store.worlds(dataset), config, repos, splits,
-                           World(wf) if wf.exists() else None)
+                           World(wf) if wf.exists() else None, llm)
         drafts = []
         for out in family.build(ctx):
             per_family[(name, "candidates")] += 1
@@ -403,7 +405,7 @@ def world_bytes(store: Store, dataset: str) -> int:
 # --- 6. validations ----------------------------------------------------------------------------------
 
 def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress: Progress | None = None,
-                only: Iterable[str] | None = None) -> StageResult:
+                only: Iterable[str] | None = None, llm=None) -> StageResult:
     """Oracle and null runs for every task not yet validated in this kind of sandbox.
 
     Each task's runs are stored as soon as its verdict is in, so a run killed at task 6 of 20 keeps the
@@ -419,7 +421,7 @@ def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress:
     if len(rows) != len(existing):
         store.replace("validations", dataset, rows)
     for i, task in enumerate(todo, 1):
-        verdict = replay.validate(task, store.worlds(dataset), sandbox, repeats)
+        verdict = replay.validate(task, store.worlds(dataset), sandbox, repeats, llm=llm)
         rows.extend(verdict.validations)
         store.replace("validations", dataset, rows)
         if progress:

@@ -128,6 +128,9 @@ def _make() -> None:
         "extractors.git", "extractors.github", "extractors.email", "extractors.jira", "extractors.slack",
         # scaffold: new built-in extractors are listed above this line
     ))
-    REGISTRIES["family"] = Registry("family", ("task_builders.families.triage", "task_builders.families.commit_link"))
-    REGISTRIES["check"] = Registry("check", ("graders.checks",))
+    REGISTRIES["family"] = Registry("family", ("task_builders.families.triage", "task_builders.families.commit_link",
+                                               "task_builders.families.email_reply",
+                                               "task_builders.families.chat_answer",
+                                               "task_builders.families.resolution_note"))
+    REGISTRIES["check"] = Registry("check", ("graders.checks", "graders.communication"))
     REGISTRIES["sandbox"] = Registry("sandbox", ("environments.sandbox",))

@@ -20,11 +20,11 @@ def test_each_kind_of_fact_is_extracted_once_and_most_specific_first():
     text = ("Fixed in TSM-88 and 2.4.0-rc.2: run `tsm lock --frozen` in src/parser.c, see "
             "https://tracker.toolsmith.example/browse/TSM-88?focus=1. The cache_hit_ratio() of RunOrderCalculator "
             "was wrong since 3f2a9c1d; it took 350 ms, 12% of 1,200 runs since March 3rd. Thread: "
-            "<a1b2c3@mail.orrin.example>. Also #57.")
+            "<20010305.1812.a1b2c3@mail.orrin.example>. Also #57.")
     got = kinds(text)
     assert got == [("issue_key", "TSM-88"), ("commit", "3f2a9c1d"),
                    ("url", "https://tracker.toolsmith.example/browse/TSM-88?focus=1"),
-                   ("message", "a1b2c3@mail.orrin.example"), ("file", "src/parser.c"),
+                   ("message", "20010305.1812.a1b2c3@mail.orrin.example"), ("file", "src/parser.c"),
                    ("command", "tsm lock --frozen"), ("identifier", "cache_hit_ratio()"),
                    ("identifier", "RunOrderCalculator"), ("version", "2.4.0-rc.2"), ("ref", "#57"),
                    ("date", "March 3rd"), ("number", "350 ms"), ("number", "12%"), ("number", "1,200")]
@@ -34,6 +34,7 @@ def test_each_kind_of_fact_is_extracted_once_and_most_specific_first():
 def test_placeholders_and_what_they_cut_short_are_no_facts():
     assert kinds("Hi [PERSON], the password is [SECRET:PASSWORD]; see https://git.example/[PERSON]/repo") == []
     assert kinds("email person-1a2b@redacted.example or https://mail.redacted.example/x/y") == []
+    assert kinds("Dana Whitfield <dana.whitfield@orrin.example> wrote") == []          # an address, no Message-ID
 
 
 def test_years_small_numbers_and_product_names_are_no_facts():
