@@ -24,7 +24,8 @@ DATASETS = ("maildir-lkml-notmuch", "mbox-apache-ponymail", "pipermail-numpy-big
             "slack-export-viewer-fixture", "jira-appcelerator-tidev", "github-issues-rust-archive")
 FAMILIES = ("email_reply", "chat_answer", "resolution_note")
 
-pytestmark = pytest.mark.skipif(not REAL.is_dir(), reason=f"no real exports at {REAL} (../shared/data/real)")
+pytestmark = [pytest.mark.real,
+              pytest.mark.skipif(not REAL.is_dir(), reason=f"no real exports at {REAL} (../shared/data/real)")]
 
 
 @pytest.fixture(scope="module")
