@@ -350,14 +350,22 @@ def tasks(store: Store, dataset: str, config: DatasetConfig, llm=None) -> StageR
     rejected: list[Rejection] = []
     enabled = config.enabled()
     used = {k for name, f in families().items() if name in enabled for k in f.kinds}
-    if placed:   # one task per near-duplicate group: its representative
+    if placed:   # one task per near-duplicate group and kind: the group's earliest item of that kind (an issue
+        #          and its resolution item share a request and a group, and make tasks of different families;
+        #          the group keeps one split, so neither crosses train/test)
+        first: dict[tuple[str, str], str] = {}
+        for i in sorted(items, key=lambda i: (not (placed.get(i.item_id) and placed[i.item_id].representative),
+                                              i.ts, i.item_id)):
+            if i.item_id in placed:
+                first.setdefault((placed[i.item_id].dup_group, i.kind), i.item_id)
+        leads = set(first.values())
         for i in items:
             c = placed.get(i.item_id)
-            if c is not None and not c.representative and i.kind in used:
+            if c is not None and i.item_id not in leads and i.kind in used:
                 rejected.append(Rejection(dataset=dataset, stage="candidates", family=i.kind, subject_id=i.thread_key,
                                           reason="near-duplicate of another work item",
                                           detail=f"group {c.dup_group[:12]} of {c.dup_count}"))
-        items = [i for i in items if i.item_id not in placed or placed[i.item_id].representative]
+        items = [i for i in items if i.item_id not in placed or i.item_id in leads]
     splits = {k: (c.split, c.canary) for k, c in placed.items()}
     wf = store.worlds(dataset) / "world.sqlite"
     built: list[Task] = []
