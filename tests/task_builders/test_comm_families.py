@@ -162,3 +162,32 @@ def test_judge_only_rubrics_still_fail_a_polite_acknowledgement(with_model):
         weights = {c["id"]: c["weight"] for c in t.rubric["checks"]}
         form = sum(w for i, w in weights.items() if not i.startswith("judge_"))
         assert weights["judge_answers"] == 2 * form
+
+
+def test_a_rewrite_that_gives_the_answer_away_falls_back_to_the_template(llm_standin, tmp_path):
+    """Uses a stand-in for a hosted LLM whose instruction names a fact of the real reply, then one that repeats
+    a run of its words, then one that fails: each time the template instruction is used, and says why."""
+    from types import SimpleNamespace
+
+    from standin import error, json_reply
+
+    from llm import LLM
+    from task_builders.families.email_reply import EmailReply
+
+    ex = SimpleNamespace(prompt_head="You are Pat.\n\nFrom: Dana", prompt_tail="Reply with company mail reply X.",
+                         request_text="Why does tsm build fail with E1203?",
+                         reply_text="E1203 is the long-path limit of the old runners; set TSM_LONG_PATHS=1 on them.")
+    stated = F.extract(ex.reply_text)
+    llm_standin.script(json_reply({"instruction": "Tell Dana to set TSM_LONG_PATHS=1."}),
+                       json_reply({"instruction": "Explain that it is the long-path limit of the old runners."}),
+                       error(500),
+                       json_reply({"instruction": "Answer Dana's question about the build failure."}))
+    family = EmailReply()
+    for n, why in enumerate(("gave away part of the answer", "gave away part of the answer", "the rewrite failed")):
+        ctx = SimpleNamespace(llm=LLM(llm_standin.config(tmp_path / str(n), max_retries=0)))   # no cache hit
+        prompt, how = family.prompt(ctx, ex, stated)
+        assert prompt == f"{ex.prompt_head}\n\n{ex.prompt_tail}" and why in how
+    ctx = SimpleNamespace(llm=LLM(llm_standin.config(tmp_path / "ok")))
+    prompt, how = family.prompt(ctx, ex, stated)
+    assert prompt == "You are Pat.\n\nAnswer Dana's question about the build failure.\n\nReply with company mail reply X."
+    assert how.startswith("rewritten by openai/standin")
