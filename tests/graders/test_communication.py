@@ -260,3 +260,21 @@ def test_model_judge_declares_only_anonymized_text(llm_standin, tmp_path):
     run = model_judge(LLM(llm_standin.config(tmp_path)))
     assert run("answers what was asked", "why?", "because", "because") == (True, "Yes.")
     assert run.model.startswith("openai/standin")
+
+
+def test_a_rate_limited_judge_is_retried_and_a_slow_one_is_an_infrastructure_error(view, llm_standin, tmp_path):
+    """Uses a stand-in for a hosted LLM that answers 429 once and then a verdict (retried: the verdict counts),
+    and then one slower than the client's timeout on every attempt (no verdict: infrastructure, no score)."""
+    from standin import error, json_reply
+
+    from llm import LLM
+
+    actions = log(view, A.MailReply(message_id=REQ, body=ANSWER))
+    llm_standin.script(error(429), json_reply({"passed": True, "rationale": "It answers."}))
+    g = grade(_judge_rubric(), actions, judge_context(view, LLM(llm_standin.config(tmp_path / "a"))))
+    assert g.score == 1.0 and g.checks[1]["explanation"] == "pass: It answers." and llm_standin.count == 2
+    slow = json_reply({"passed": True, "rationale": "late"}, delay=1.5)
+    llm_standin.script(slow, slow)
+    config = llm_standin.config(tmp_path / "b", timeout_s=0.5, max_retries=1)
+    g = grade(_judge_rubric(), actions, judge_context(view, LLM(config)))
+    assert g.score is None and g.error_class == "infra" and "judge_answers" in g.message
