@@ -189,5 +189,6 @@ def test_a_rewrite_that_gives_the_answer_away_falls_back_to_the_template(llm_sta
         assert prompt == f"{ex.prompt_head}\n\n{ex.prompt_tail}" and why in how
     ctx = SimpleNamespace(llm=LLM(llm_standin.config(tmp_path / "ok")))
     prompt, how = family.prompt(ctx, ex, stated)
-    assert prompt == "You are Pat.\n\nAnswer Dana's question about the build failure.\n\nReply with company mail reply X."
+    assert prompt == ("You are Pat.\n\nAnswer Dana's question about the build failure.\n\n"
+                      "Reply with company mail reply X.")
     assert how.startswith("rewritten by openai/standin")
