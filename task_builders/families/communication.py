@@ -8,7 +8,8 @@ reference as typed tool calls); this module turns an exchange into a draft with 
 Invariants:
 - The cutoff is the moment of the request (a ticket: just before its resolution); the real reply, and for a
   ticket its resolution, are after it and withheld besides (hidden events), and the reply's text is a hidden
-  text (no 8-word run of it reachable in the prompt or the world).
+  text (no 8-word run of it reachable in the prompt or the world), but for the lines that restate the request
+  (the agent is shown those anyway). A fact the prompt states (the request's, its date) is not graded.
 - The persona is the person who really replied (their pseudonym from the anonymized events).
 - One `states_fact` check per grounded fact of the real reply (task_builders.facts): stated by the reply, not
   by the request, and held by the world at the cutoff (a document then, or the repository then: a commit, a
@@ -136,7 +137,7 @@ class Communication(Family):
         view = ctx.view(ex.cutoff, ex.hidden_events)
         stated = F.extract(ex.reply_text) + tools.people_in(ex.reply_text, exclude={ex.requester.get("name", ""),
                                                                                      ex.persona.name})
-        echoed = F.stated_in(stated, ex.request_text)
+        echoed = F.stated_in(stated, ex.request_text, ex.prompt_head, ex.prompt_tail)   # what the agent is told
         fresh = [f for f in stated if f not in echoed]
         gradable, repos, needed = [], {}, []
         for f in fresh:
@@ -174,8 +175,11 @@ class Communication(Family):
                 ("deterministic+judge" if judge else "deterministic"),
                 "rubric_points": sum(c.weight for c in rubric.checks),
                 "world": {"requester": requester}}
+        hidden = _beyond(ex.reply_text, prompt)
+        if not hidden.strip():
+            return self.reject(ctx, ex.item, "the real reply only repeats the request")
         return Draft(item=ex.item, prompt=prompt, cutoff=ex.cutoff, reference=ex.reference, rubric=rubric,
-                     hidden_events=ex.hidden_events, hidden_texts=[ex.reply_text], persona=ex.persona,
+                     hidden_events=ex.hidden_events, hidden_texts=[hidden], persona=ex.persona,
                      repos=repos, needed_commits=sorted(set(needed)), probes=probes, meta=meta)
 
     def rubric(self, ex: Exchange, gradable: list[F.Fact], future: list[F.Fact], judge: bool) -> Rubric:
@@ -391,6 +395,19 @@ def _sibling(exchanges: list[Exchange], i: int) -> Exchange | None:
         if other.item.thread_key != me.item.thread_key and other.reply_text.strip() != me.reply_text.strip():
             return other
     return None
+
+
+def _beyond(reply: str, prompt: str, n: int = 8) -> str:
+    """The lines of the reply that add to what the agent is shown: a line that repeats a run of `n` words of the
+    prompt (the request restated without quote marks) is no secret, so it is not a hidden text."""
+    words = re.findall(r"\w+", prompt.casefold())
+    grams = {tuple(words[i:i + n]) for i in range(max(0, len(words) - n + 1))}
+    kept = []
+    for line in reply.split("\n"):
+        w = re.findall(r"\w+", line.casefold())
+        if not any(tuple(w[i:i + n]) in grams for i in range(max(0, len(w) - n + 1))):
+            kept.append(line)
+    return "\n".join(kept)
 
 
 def _quote(text: str) -> str:
