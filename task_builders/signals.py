@@ -46,7 +46,9 @@ SUBJECT_ASK = re.compile(r"^\s*(?:\[[^\]]{0,60}\]\s*)*?\[(?:[^\]]*\b)?(?:patch|r
 PROBLEM = re.compile(r"\b(does ?n[o']t work|do ?n[o']t work|not working|stopped working|is broken|are broken|"
                      r"fails? (to|with|on|when)|failing|error:|exception|traceback|crash(es|ed|ing)?|"
                      r"(can ?not|can't|unable to) (get|find|make|build|compile|run|install|log ?in|access|open|"
-                     r"figure)|i('m| am)? (stuck|getting|get) (on|with|an?|the|this)|has the wrong|is wrong)\b", re.I)
+                     r"figure)|i('m| am)? (stuck|getting|get) (on|with|an?|the|this)|has the wrong|is wrong|"
+                     r"(i'?m|i am) (a bit |very |really |quite |so )?confused|(do ?n[o']t|can'?t|cannot) "
+                     r"(even )?understand)\b", re.I)
 DIGEST = re.compile(r"\bdigest\b[^\n]{0,40}\b(vol(ume)?\.?|issue|#)\s*\d+", re.I)
 SIGNATURE = re.compile(r"\n-- ?\n")
 TRIVIAL = re.compile(r"^\W*(thanks?( you)?|thx|ty|\+1|ok(ay)?|lgtm|great|cool|nice|done|ack(ed)?|"

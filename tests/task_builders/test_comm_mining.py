@@ -285,7 +285,8 @@ def test_what_counts_as_a_request():
             "If anyone has seen this, I would love to get any advice you may have.",
             "would be great if you could pick this up",
             "BTW, the build crashed with `*** stack smashing detected ***` after the merge",
-            "Could someone who knows the cache take a look"]
+            "Could someone who knows the cache take a look",
+            "I'm a bit confused by how the operators relate; Challenge 4 I can't even understand."]
     for text in asks:
         assert is_request(text), text
     assert is_request("", subject="[RFC][PATCH 03/10] cifs: register for caching")
