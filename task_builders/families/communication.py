@@ -325,16 +325,18 @@ class Tools:
         return Persona(name=e.actor_name or user, email=self.email_of(e), handle=user)
 
     def people_in(self, text: str, exclude: set[str] = frozenset()) -> list[F.Fact]:
-        """People of the dataset the text names (full name, a first name only one person has, @mention,
-        [~username]), as facts of kind "person" (the spelling used, the full name and first name as variants).
-        The people in `exclude` (the requester greeted, the persona signing) are not facts."""
+        """People of the dataset the text names by full name or as a mention (@user, [~username]), as facts of
+        kind "person" (the spelling used; the full name and the first name as variants a reply may use). A first
+        name alone is no fact: on real archives the anonymizer's pseudonyms also stand where a product or a word
+        was taken for a name, and a greeting names no one the agent had to find. The people in `exclude` (the
+        requester, the persona) are not facts."""
         skip = {x.casefold() for x in exclude if x} | {x.split()[0].casefold() for x in exclude if x and x.split()}
         out: dict[str, tuple[int, F.Fact]] = {}
         for spelled, full, mention in self._spellings():
             if full.casefold() in skip or spelled.casefold() in skip:
                 continue
             pattern = (rf"(?:@|\[~){re.escape(spelled)}\]?" if mention else
-                       rf"(?<![\w@~]){re.escape(spelled)}(?![\w])")
+                       rf"(?<![\w~])@?{re.escape(spelled)}(?![\w])")
             m = re.search(pattern, text)
             if m and full.casefold() not in out:
                 variants = tuple(v for v in dict.fromkeys([full, full.split()[0]]) if v != m.group(0))
@@ -342,12 +344,10 @@ class Tools:
         return [f for _, f in sorted(out.values(), key=lambda x: x[0])]
 
     def _spellings(self) -> list[tuple[str, str, bool]]:
-        """(spelling, full name, only as a mention) for every person: full names first, then unique first
-        names, then usernames (which count only as @user or [~user])."""
+        """(spelling, full name, only as a mention) for every person: full names, then usernames (which count
+        only as @user or [~user])."""
         if self._names is None:
             rows = [(full, full, False) for full in sorted(set(self.names.values()))]
-            rows += [(full.split()[0], full, False) for key, full in sorted(self.names.items())
-                     if " " not in key and key == full.split()[0].casefold()]
             rows += [(key, full, True) for key, full in sorted(self.names.items())
                      if " " not in key and key != full.split()[0].casefold()]
             self._names = rows
