@@ -6,9 +6,10 @@ Kinds (one item per request, the item id a hash of (dataset, kind, request's nat
 - `email_reply`: an e-mail that asked for something and the first reply that answered it (another
   person, not automated, adding text beyond the quote, within `answer_window_hours`); the thread's
   earlier messages are its context. A reply is found by its In-Reply-To/References; when it has none (or
-  names a message the archive lacks, or a mailing-list digest) by the message its quoted text comes from,
-  else, when its subject threads it (`Re: ...`), by the latest earlier message of the thread from someone
-  else (`attrs.reply_found_by`: headers | quote | subject). "Someone else" is a person, not an address: the
+  names a message the archive lacks, or a mailing-list digest) by the message its quoted text comes from
+  (of equally quoted ones, the one whose subject it continues), else, when its subject threads it
+  (`Re: ...`), by the latest earlier message of the thread from someone else (`attrs.reply_found_by`:
+  headers | quote | subject). "Someone else" is a person, not an address: the
   anonymized handles carry one username per person of the identity graph, so a reply from another address
   of the asker is the asker's;
 - `chat_answer`: a Slack question (thread parent or channel message) and its answer by someone else:
@@ -41,6 +42,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from extractors.email.text import thread_subject
 from task_builders.config import DatasetConfig
 from task_builders.signals import automated, is_digest, is_reply, is_request, is_trivial, new_text, person_of
 from warehouse.ids import content_hash
@@ -207,11 +209,15 @@ class _Miner:
                 if len(hits) <= COMMON_SHINGLE:
                     votes.update(hits)
             me = position[e.event_id]
-            best = [(n, mails[i].ts, i) for i, n in votes.items() if n >= MIN_QUOTED and i != me
-                    and mails[i].ts <= e.ts and e.ts - mails[i].ts <= QUOTE_WINDOW]
+            subject = thread_subject(e.title)
+            # the most quoted earlier message; of equally quoted ones (a patch series shares its boilerplate) the
+            # one whose subject the reply's continues, then the latest
+            best = [(thread_subject(mails[i].title) == subject, n, mails[i].ts, i) for i, n in votes.items()
+                    if n >= MIN_QUOTED and i != me and mails[i].ts <= e.ts and e.ts - mails[i].ts <= QUOTE_WINDOW]
             parent, how = None, ""
             if best:
-                parent, how = mails[max(best)[2]], "quote"
+                top = max(n for _, n, _, _ in best)
+                parent, how = mails[max(b for b in best if b[1] == top)[3]], "quote"
             elif e.attrs.get("thread_by") == "subject" or (not e.parent_id and e.thread_key != e.native_id):
                 earlier = [m for m in by_thread[e.thread_key or e.event_id] if _key(m) < _key(e)
                            and person_of(m) != person_of(e)]

@@ -322,3 +322,33 @@ def test_a_bulk_closed_ticket_without_changelog_keeps_its_last_note():
     notes = [i for i in items if i.kind == "resolution"]
     assert len(notes) == 1 and notes[0].outcome_event_ids == [event_id("d", "jira", "TS-1#c2")]
     assert notes[0].attrs["note_by"] == "last note before the resolution date"
+
+
+def test_of_equally_quoted_messages_the_one_whose_subject_the_reply_continues_is_its_parent():
+    """A patch series shares its boilerplate: a review whose In-Reply-To names a message the archive lacks
+    quotes as much of patch 3 as of patch 10; its subject says it answers patch 3."""
+    import datetime as dt
+
+    from task_builders.mining import build_work_items
+    from warehouse.ids import event_id
+    from warehouse.schemas import Event
+
+    t0 = dt.datetime(2010, 6, 22, 15, tzinfo=dt.UTC)
+    common = "Signed-off-by: Kofi Mensah <kofi@orrin.example>\n fs/cache/init.c | 4 ++--\n 1 file changed"
+
+    def mail(n, minutes, who, subject, body, own, irt=None):
+        return Event(event_id=event_id("d", "email", n), dataset="d", source="email", kind="email", native_id=n,
+                     thread_key=n if irt is None else irt, ts=t0 + dt.timedelta(minutes=minutes),
+                     parent_id=event_id("d", "email", irt) if irt else None, actor=f"email:{who}",
+                     actor_name=who.title(), title=subject, body=body, attrs={"new_text": own})
+
+    p3 = mail("p3", 0, "kofi", "[PATCH 03/10] cache: register", f"Register the cache.\n{common}",
+              f"Register the cache.\n{common}")
+    p10 = mail("p10", 2, "kofi", "[PATCH 10/10] cache: mount option", f"Add the option.\n{common}",
+               f"Add the option.\n{common}")
+    review = mail("r3", 60, "dana", "Re: [PATCH 03/10] cache: register",
+                  f"> {common}\n\nThis is incorrect: unregister the cache if init fails.",
+                  "This is incorrect: unregister the cache if init fails.", irt="missing@archive")
+    items, _ = build_work_items("d", [p3, p10, review])
+    (item,) = [i for i in items if i.kind == "email_reply"]
+    assert item.request_event_id == p3.event_id and item.attrs["reply_found_by"] == "quote"
