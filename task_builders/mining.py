@@ -7,11 +7,11 @@ Kinds (one item per request, the item id a hash of (dataset, kind, request's nat
   person, not automated, adding text beyond the quote, within `answer_window_hours`); the thread's
   earlier messages are its context. A reply is found by its In-Reply-To/References; when it has none (or
   names a message the archive lacks, or a mailing-list digest) by the message its quoted text comes from
-  (of equally quoted ones, the one whose subject it continues), else, when its subject threads it
-  (`Re: ...`), by the latest earlier message of the thread from someone else (`attrs.reply_found_by`:
-  headers | quote | subject). "Someone else" is a person, not an address: the
-  anonymized handles carry one username per person of the identity graph, so a reply from another address
-  of the asker is the asker's;
+  and whose subject it continues (a reply to a digest: any subject; of equally quoted ones the latest),
+  else, when its subject threads it (`Re: ...`), by the latest earlier message of the thread from someone
+  else (`attrs.reply_found_by`: headers | quote | subject). "Someone else" is a person, not an address:
+  the anonymized handles carry one username per person of the identity graph, so a reply from another
+  address of the asker is the asker's;
 - `chat_answer`: a Slack question (thread parent or channel message) and its answer by someone else:
   the first thread reply within the window, else the first channel message within `channel_answer_hours`
   that mentions the asker, or the very next message by someone else within 20 minutes that is not a
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from extractors.email.text import thread_subject
 from task_builders.config import DatasetConfig
-from task_builders.signals import automated, is_digest, is_reply, is_request, is_trivial, new_text, person_of
+from task_builders.signals import DIGEST, automated, is_digest, is_reply, is_request, is_trivial, new_text, person_of
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Rejection, WorkItem
 
@@ -214,6 +214,8 @@ class _Miner:
             # one whose subject the reply's continues, then the latest
             best = [(thread_subject(mails[i].title) == subject, n, mails[i].ts, i) for i, n in votes.items()
                     if n >= MIN_QUOTED and i != me and mails[i].ts <= e.ts and e.ts - mails[i].ts <= QUOTE_WINDOW]
+            if subject and not DIGEST.search(e.title or ""):
+                best = [b for b in best if b[0]]     # a reply keeps its thread's subject, but to a digest
             parent, how = None, ""
             if best:
                 top = max(n for _, n, _, _ in best)
