@@ -155,7 +155,11 @@ def extract(text: str | None, *, limit: int = MAX_FACTS) -> list[Fact]:
         for m in pattern.finditer("".join(masked)):
             name = m.group(0)
             if name.rstrip("()").casefold() not in _BRANDS and not _YEAR.match(name):
-                take(m, "identifier", variants=(name[:-2],) if name.endswith("()") else ())
+                bare = name[:-2] if name.endswith("()") else ""
+                # `cache_hit_ratio` names the call too; `port` alone is an everyday word
+                distinctive = bool(bare) and ("_" in bare or "." in bare or re.search(r"[a-z][A-Z]", bare)
+                                               or len(bare) >= 8)
+                take(m, "identifier", variants=(bare,) if distinctive else ())
     scan(_DATE, "date")
     for m in _NUMBER.finditer("".join(masked)):
         if not _YEAR.match(m.group(0)):
