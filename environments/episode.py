@@ -73,10 +73,11 @@ class Episode:
     """Use as a context manager; `exec` runs commands as the agent, `actions` is the log."""
 
     def __init__(self, worlds_dir: Path, world: dict | TaskWorld, sandbox: Sandbox, *, deadline_s: float = 900,
-                 image: str | None = None):
+                 image: str | None = None, llm=None):
         self.worlds_dir = Path(worlds_dir)
         self.world = world if isinstance(world, TaskWorld) else TaskWorld.of(world)
         self.sandbox, self.deadline_s, self.image = sandbox, deadline_s, image
+        self.llm = llm  # the run's llm.LLM: the simulated requester answers with it (without: a fixed answer)
         self.session: Session | None = None
         self.tools: ToolServer | None = None
         self._socket: ToolSocket | None = None
@@ -93,8 +94,14 @@ class Episode:
     def _start(self) -> None:
         wf = self.worlds_dir / "world.sqlite"
         view = World(wf).at(self.world.cutoff, self.world.hidden) if wf.exists() else None
+        requester = None
+        if self.world.extra.get("requester"):      # a communication task: its requester answers questions
+            from environments.requester import SimulatedRequester
+
+            requester = SimulatedRequester(self.world.extra["requester"], self.llm)
         self.tools = ToolServer(view, persona=self.world.persona, repos=self.world.repos,
-                                tools=set(self.world.tools) if self.world.tools is not None else None)
+                                tools=set(self.world.tools) if self.world.tools is not None else None,
+                                requester=requester)
         self._rundir = Path(tempfile.mkdtemp(prefix="taskmine-tools-", dir=socket_root()))
         (self._rundir / "owner").write_text(owner_tag() + "\n")
         self._socket = ToolSocket(self.tools, self._rundir / "s").start()

@@ -15,6 +15,9 @@ Invariants:
 - Every write is appended to the action log, which only the host can read (`actions`); the log is
   bounded (MAX_ACTIONS) and so is every answer (characters).
 - The socket server reads at most MAX_LINE bytes of one message; a longer one closes the connection.
+- Someone else may answer a write (`requester`: the simulated requester of a communication task answers a
+  clarifying question): the answer is shown with the write's result and in later reads (a mail in the
+  thread, a post in the thread, a comment on the issue), by its author, and is never in the action log.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import shlex
 import socket
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +59,18 @@ class Persona:
         return f"{self.name} <{self.email}>"
 
 
+@dataclass(frozen=True)
+class Reply:
+    """A message someone else in the world wrote during the episode, in answer to one of the agent's writes
+    (the simulated requester's answer to a clarifying question)."""
+
+    author: Persona
+    text: str
+
+
+Requester = Callable[[A.Logged], "Reply | None"]  # the agent's write -> someone's answer to it, or None
+
+
 @dataclass
 class Result:
     text: str
@@ -70,13 +86,15 @@ class ToolServer:
     """The tools of one episode (see the module docstring)."""
 
     def __init__(self, view: WorldView | None, *, persona: Persona | None = None, session=None,
-                 repos: tuple[str, ...] = (), tools: set[str] | None = None):
+                 repos: tuple[str, ...] = (), tools: set[str] | None = None, requester: Requester | None = None):
         self.view = view
         self.persona = persona or Persona()
         self.session = session  # a sandbox Session, for the git and shell tools (may be attached later)
         self.repos = tuple(repos)
         self.allowed = tools
+        self.requester = requester
         self.log: list[A.Logged] = []
+        self.replies: list[tuple[A.Logged, Reply, str]] = []   # (the write answered, the answer, when)
         self.transcript: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._clock = 0
@@ -133,6 +151,23 @@ class ToolServer:
             self.log.append(entry)
             return entry
 
+    def _answered(self, entry: A.Logged, result: Result) -> Result:
+        """Let the requester answer the write just recorded; the answer shows in the result and later reads."""
+        if self.requester is None:
+            return result
+        reply = self.requester(entry)
+        if reply is None:
+            return result
+        with self._lock:
+            self.replies.append((entry, reply, self._now()))
+        result.text += f"\n{reply.author.name} answered:\n{reply.text}"
+        result.data["answer"] = {"author": reply.author.name, "text": reply.text}
+        return result
+
+    def _replies_to(self, cls: type) -> list[tuple[A.Logged, Reply, str]]:
+        with self._lock:
+            return [r for r in self.replies if isinstance(r[0].action, cls)]
+
     def _now(self) -> str:
         """Episode time: just after the cutoff, one second per write (so episode items sort after the world)."""
         self._clock += 1
@@ -165,6 +200,9 @@ class ToolServer:
                 issue["fields"]["issuetype" if name == "type" else name] = value
         issue["comments"] += [{"id": f"{key}#episode-{e.seq}", "author": self.persona.name, "created": e.effect["at"],
                                "body": e.action.body} for e in self._mine(A.JiraComment, key=key)]
+        issue["comments"] += [{"id": f"{key}#episode-{e.seq}-answer", "author": r.author.name, "created": at,
+                               "body": r.text} for e, r, at in self._replies_to(A.JiraComment) if e.action.key == key]
+        issue["comments"].sort(key=lambda c: str(c["created"]))
         return issue
 
     def _jira_show(self, c: A.JiraShow) -> Result:
@@ -204,11 +242,20 @@ class ToolServer:
     def _jira_comment(self, c: A.JiraComment) -> Result:
         self._issue(c.key)
         entry = self._record(c, {"at": self._now(), "by": self.persona.handle})
-        return Result(f"recorded #{entry.seq}: comment on {c.key}", {"seq": entry.seq})
+        return self._answered(entry, Result(f"recorded #{entry.seq}: comment on {c.key}", {"seq": entry.seq}))
 
     # -- mail -----------------------------------------------------------------------------------------
     def _episode_mails(self) -> list[dict]:
-        return [e.effect["message"] for e in self.actions if isinstance(e.action, (A.MailSend, A.MailReply))]
+        """The episode's mails: the agent's, and the answers others sent to them (in the same thread)."""
+        mine = [e.effect["message"] for e in self.actions if isinstance(e.action, (A.MailSend, A.MailReply))]
+        others = []
+        for e, r, at in self._replies_to((A.MailSend, A.MailReply)):
+            m = e.effect["message"]
+            subject = m["subject"] if m["subject"].lower().startswith("re:") else f"Re: {m['subject']}"
+            others.append({"message_id": f"{m['message_id'].split('@')[0]}-answer@episode.invalid",
+                           "from": r.author.address(), "to": [self.persona.email], "cc": [], "subject": subject,
+                           "body": r.text, "in_reply_to": m["message_id"], "thread": m["thread"], "date": at})
+        return sorted(mine + others, key=lambda m: m["date"])
 
     def _mail_search(self, c: A.MailSearch) -> Result:
         words = {w.casefold() for w in c.query.split()}
@@ -256,7 +303,8 @@ class ToolServer:
         message = {"message_id": mid, "from": self.persona.address(), "to": to, "cc": cc, "subject": subject,
                    "body": body, "in_reply_to": in_reply_to, "thread": thread or mid, "date": self._now()}
         entry = self._record(action, {"message": message, "at": message["date"]})
-        return Result(f"recorded #{entry.seq}: sent {mid} to {', '.join(to)}", {"seq": entry.seq, "message_id": mid})
+        return self._answered(entry, Result(f"recorded #{entry.seq}: sent {mid} to {', '.join(to)}",
+                                            {"seq": entry.seq, "message_id": mid}))
 
     def _mail_send(self, c: A.MailSend) -> Result:
         return self._mail(c, c.to, c.cc, c.subject, c.body, None, None)
@@ -273,7 +321,15 @@ class ToolServer:
 
     # -- chat -----------------------------------------------------------------------------------------
     def _episode_posts(self, channel: str) -> list[dict]:
-        return [e.effect["post"] for e in self._mine(A.SlackPost, channel=channel)]
+        """The episode's posts in a channel: the agent's, and the answers others posted in their threads."""
+        posts = [e.effect["post"] for e in self._mine(A.SlackPost, channel=channel)]
+        for e, r, at in self._replies_to(A.SlackPost):
+            if e.action.channel == channel:
+                p = e.effect["post"]
+                posts.append({"ts": f"{dt.datetime.fromisoformat(at).timestamp():.6f}",
+                              "thread_ts": p["thread_ts"] or p["ts"], "author": r.author.name, "date": at,
+                              "text": r.text, "subtype": None, "replies": None})
+        return sorted(posts, key=lambda p: p["date"])
 
     def _slack_search(self, c: A.SlackSearch) -> Result:
         words = {w.casefold() for w in c.query.split()}
@@ -314,7 +370,8 @@ class ToolServer:
         post = {"ts": ts, "thread_ts": c.thread_ts, "author": self.persona.name, "date": at, "text": c.text,
                 "subtype": None, "replies": None}
         entry = self._record(c, {"post": post, "at": at})
-        return Result(f"recorded #{entry.seq}: posted in #{c.channel} (ts={ts})", {"seq": entry.seq, "ts": ts})
+        return self._answered(entry, Result(f"recorded #{entry.seq}: posted in #{c.channel} (ts={ts})",
+                                            {"seq": entry.seq, "ts": ts}))
 
     # -- answer, git, shell ---------------------------------------------------------------------------
     def _answer(self, c: A.Answer) -> Result:

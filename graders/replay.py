@@ -61,14 +61,16 @@ def agent_command(task: Task, agent: str) -> tuple[str, str]:
 
 
 def run_once(task: Task, worlds_dir: Path, sandbox, run_kind: str, command: str, attempt: int = 0,
-             timeout_s: float = 120) -> Validation:
-    """Run `command` in an episode of the task's world and grade the action log."""
+             timeout_s: float = 120, llm=None) -> Validation:
+    """Run `command` in an episode of the task's world and grade the action log. `llm` (the run's llm.LLM,
+    optional) grades judge checks and plays a communication task's requester; without one judge checks are
+    not run (counted) and the requester answers "No further information."."""
     vid = content_hash("validation", task.task_id, run_kind, attempt, command)[:32]
     base = dict(validation_id=vid, task_id=task.task_id, dataset=task.dataset, run_kind=run_kind, attempt=attempt,
                 sandbox=sandbox.kind)
     reference = run_kind in ("oracle", "null") or run_kind.startswith("probe:")
     try:
-        with Episode(worlds_dir, task.world, sandbox, deadline_s=timeout_s + 300) as ep:
+        with Episode(worlds_dir, task.world, sandbox, deadline_s=timeout_s + 300, llm=llm) as ep:
             result = ep.exec(command, timeout_s=timeout_s)
             actions = ep.actions
             digest = ep.session.image_digest if ep.session else None
@@ -79,8 +81,12 @@ def run_once(task: Task, worlds_dir: Path, sandbox, run_kind: str, command: str,
                 status=result.status_line())
     if result.timed_out and reference:  # our own replay did not finish: infrastructure, not a score
         return Validation(**base, score=None, error_class="timeout", message=f"killed after {timeout_s}s")
-    g = grade(task.rubric, actions, Context(view=view))
+    from graders.communication import judge_context
+
+    g = grade(task.rubric, actions, judge_context(view, llm) if llm is not None else Context(view=view))
     notes = [g.message] if g.message else []
+    if g.score is not None:
+        notes.append(f"graded {g.mode}: {g.summary()}")
     if g.not_run:
         notes.append(f"{g.not_run} judge checks not run (no model)")
     if result.error:
@@ -88,6 +94,8 @@ def run_once(task: Task, worlds_dir: Path, sandbox, run_kind: str, command: str,
     if reference and (result.exit_code != 0 or result.error):
         return Validation(**base, score=g.score, checks=g.checks, error_class="infra",
                           message=f"{result.status_line()}: {result.stderr.strip()[-300:]}")
+    if g.error_class == "infra" and reference:
+        return Validation(**base, score=None, checks=g.checks, error_class="infra", message=g.message)
     return Validation(**base, score=g.score, checks=g.checks, error_class=g.error_class, message="; ".join(notes))
 
 
@@ -100,7 +108,7 @@ class Verdict:
 
 
 def validate(task: Task, worlds_dir: Path, sandbox, repeats: int = 3,
-             progress: Callable[[str], None] | None = None) -> Verdict:
+             progress: Callable[[str], None] | None = None, llm=None) -> Verdict:
     """Oracle and null `repeats` times each, every probe once; any failure, variance or probe that passes
     rejects the task with a reason."""
     runs: list[Validation] = []
@@ -111,7 +119,7 @@ def validate(task: Task, worlds_dir: Path, sandbox, repeats: int = 3,
         limits[kind] = limit
     for kind, command, times in plan:
         for attempt in range(times):
-            runs.append(run_once(task, worlds_dir, sandbox, kind, command, attempt))
+            runs.append(run_once(task, worlds_dir, sandbox, kind, command, attempt, llm=llm))
             if progress:
                 progress(kind)
     return Verdict(task.task_id, *judge(runs, limits), runs)

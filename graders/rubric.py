@@ -8,7 +8,9 @@ Invariants:
 - A check reads the episode's typed action log (`environments.actions.Logged`) and returns a score in [0, 1]
   with an explanation. A check that cannot run (unknown name, a crash) is a `grader_error`, never a 0.
 - `kind` is `deterministic` or `judge`. Judge checks need a model: without one they are recorded as not run
-  and left out of the score (the grade says how many), never passed.
+  and left out of the score (the grade says how many), never passed. A check that raises `CheckNotRun` (the
+  run's LLM budget is spent) is recorded the same way; one that raises `CheckInfraError` (the model did not
+  answer) makes the grade an infrastructure error, never a score.
 - The score is reported as weighted points (e.g. 17/23) and normalized over the checks that ran.
 """
 
@@ -101,6 +103,16 @@ class GraderError(Exception):
     pass
 
 
+class CheckNotRun(Exception):
+    """Raised by a check that cannot run for a reason that is no verdict (no model, the run's LLM budget is
+    spent): the check is recorded as not run, left out of the score and counted, like a judge without a model."""
+
+
+class CheckInfraError(Exception):
+    """Raised by a check whose infrastructure failed (the model did not answer): the grade is an
+    infrastructure error, never a score."""
+
+
 @dataclass
 class Context:
     """What checks may consult besides the actions: the task's world view (read-only), and the judge."""
@@ -131,6 +143,12 @@ def grade(rubric: Rubric | dict, actions: list, context: Context | None = None) 
             r = reg.obj(actions, args, context)
             if not isinstance(r, CheckResult) or not 0.0 <= r.score <= 1.0:
                 raise GraderError(f"check {spec.check!r} returned {r!r}")
+        except CheckNotRun as exc:
+            results.append({**entry, "score": None, "ran": False, "explanation": f"not run: {exc}"[:500]})
+            not_run += 1
+            continue
+        except CheckInfraError as exc:
+            return Grade(None, results, "infra", f"{spec.id}: {exc}"[:500])
         except Exception as exc:
             return Grade(None, results, "grader_error", f"{spec.id}: {type(exc).__name__}: {exc}"[:500])
         results.append({**entry, "score": r.score, "ran": True, "explanation": r.explanation})
@@ -138,5 +156,7 @@ def grade(rubric: Rubric | dict, actions: list, context: Context | None = None) 
         max_points += spec.weight
     if max_points == 0:
         return Grade(None, results, None, f"no check ran ({not_run} judge checks not run)", 0, 0, not_run)
-    mode = "deterministic" if not any(c["kind"] == "judge" and c["ran"] for c in results) else "judge"
+    judged = any(c["kind"] == "judge" and c["ran"] for c in results)
+    model = context.extra.get("judge_model")
+    mode = ("judge:" + model if model else "judge") if judged else "deterministic"
     return Grade(round(points / max_points, 6), results, None, "", round(points, 6), max_points, not_run, mode)

@@ -13,7 +13,7 @@ from dagster import (
 )
 
 from pipelines.errors import stage
-from pipelines.resources import ExportsResource, SandboxResource, WarehouseResource
+from pipelines.resources import ExportsResource, LLMResource, SandboxResource, WarehouseResource
 from taskmine import flow
 
 datasets = DynamicPartitionsDefinition(name="datasets")
@@ -112,29 +112,34 @@ def world(context: AssetExecutionContext, warehouse: WarehouseResource):
 
 
 @asset(partitions_def=datasets, group_name="families", deps=[work_items, clusters, world],
-       description="Candidate tasks per family (triage, commit link): prompt, cutoff into the world, reference "
-                   "actions, rubric; each proves its answer is nowhere the agent can reach.")
+       description="Candidate tasks per family (triage, commit link, e-mail reply, chat answer, resolution note): "
+                   "prompt, cutoff into the world, reference actions, rubric; each proves its answer is nowhere the "
+                   "agent can reach. With a model (the llm resource): rewritten instructions, judge checks.")
 @stage
-def tasks(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
+def tasks(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource, llm: LLMResource):
     from task_builders.config import load_config
 
     ds = context.partition_key
-    return _result(flow.tasks(warehouse.store(), ds, load_config(exports.dataset_dir(ds))))
+    client = llm.client()
+    return _result(flow.tasks(warehouse.store(), ds, load_config(exports.dataset_dir(ds)), llm=client),
+                   llm=client.describe())
 
 
 @asset(partitions_def=datasets, group_name="validation", deps=[tasks],
        description="Oracle and null replays of every task in its sandbox, repeated; cached per task.")
 @stage
 def validations(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource,
-                sandbox: SandboxResource):
+                sandbox: SandboxResource, llm: LLMResource):
     from task_builders.config import load_config
 
     ds = context.partition_key
     repeats = sandbox.repeats or load_config(exports.dataset_dir(ds)).repeats
     store = warehouse.store()
     box = sandbox.get(home=store.home)
-    res = flow.validations(store, ds, box, repeats, progress=context.log.info)
-    return _result(res, sandbox=box.kind, funnel=funnel_table(flow.funnel(warehouse.store(), ds)))
+    client = llm.client()
+    res = flow.validations(store, ds, box, repeats, progress=context.log.info, llm=client)
+    return _result(res, sandbox=box.kind, llm=client.describe(),
+                   funnel=funnel_table(flow.funnel(warehouse.store(), ds)))
 
 
 @asset(partitions_def=datasets, group_name="publish", deps=[validations],

@@ -5,14 +5,23 @@ Kinds (one item per request, the item id a hash of (dataset, kind, request's nat
   and chat message that mentions it (by key or URL, from the `links` table) as context;
 - `email_reply`: an e-mail that asked for something and the first reply that answered it (another
   person, not automated, adding text beyond the quote, within `answer_window_hours`); the thread's
-  earlier messages are its context;
+  earlier messages are its context. A reply is found by its In-Reply-To/References; when it has none (or
+  names a message the archive lacks, or a mailing-list digest) by the message its quoted text comes from
+  and whose subject it continues (a reply to a digest: any subject; of equally quoted ones the latest),
+  else, when its subject threads it (`Re: ...`), by the latest earlier message of the thread from someone
+  else (`attrs.reply_found_by`: headers | quote | subject). "Someone else" is a person, not an address:
+  the anonymized handles carry one username per person of the identity graph, so a reply from another
+  address of the asker is the asker's;
 - `chat_answer`: a Slack question (thread parent or channel message) and its answer by someone else:
   the first thread reply within the window, else the first channel message within `channel_answer_hours`
   that mentions the asker, or the very next message by someone else within 20 minutes that is not a
   question itself; the `context_messages` before the question are context;
 - `resolution`: a ticket resolved with a comment: the human comment nearest its resolution (within
   `resolution_window_hours`) is the outcome; the issue, its thread before it and its fixing commits are
-  the context and the linked work.
+  the context and the linked work. When the export has no changelog, its resolution date can be a later bulk
+  close (tickets verified weeks before): then the last human comment before that date that reads like a
+  resolution note (fixed, merged, verified, duplicate, PR, closing, ...) is the outcome
+  (`attrs.note_by` = "last note before the resolution date").
 Every candidate that does not become an item is a `Rejection` (stage `work_items`, family = the kind,
 detail = the source) with one of the `SKIP_*` reasons, so the funnel counts them per source.
 
@@ -33,8 +42,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from extractors.email.text import thread_subject
 from task_builders.config import DatasetConfig
-from task_builders.signals import automated, is_request, is_trivial, new_text, person_of
+from task_builders.signals import DIGEST, automated, is_digest, is_reply, is_request, is_trivial, new_text, person_of
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Rejection, WorkItem
 
@@ -94,6 +104,14 @@ SKIP_NO_NOTE = "resolved without a comment"
 SKIP_EMPTY = "request has no text"
 SKIP_ANSWER_TAKEN = "its answer answers an earlier question"
 
+SHINGLE = 5              # words in a shingle of quoted text (finding the message a reply quotes)
+MIN_QUOTED = 3           # shared shingles that make a message the one a reply quotes
+COMMON_SHINGLE = 20      # a shingle in more messages than this is boilerplate (a list footer), not evidence
+QUOTE_WINDOW = dt.timedelta(days=60)
+NOTE_HINT = re.compile(r"\b(fix(ed|es)?|merged?|verified|validated|closing|closed|resolv(ed|ing)|duplicate|"
+                       r"won'?t fix|cannot reproduce|can'?t reproduce|works (as|for me)|released|landed|"
+                       r"pull request|pr\b|committed|reverted|not a bug|invalid|done)", re.I)
+
 
 def build_work_items(dataset: str, events: list[Event], links: Iterable = (),
                      config: DatasetConfig | None = None) -> tuple[list[WorkItem], list[Rejection]]:
@@ -124,6 +142,17 @@ def _key(e: Event) -> tuple:
     return (e.ts, e.event_id)
 
 
+def _shingles(text: str | None, limit: int = 400) -> set[int]:
+    words = re.findall(r"\w+", (text or "").casefold())[:limit]
+    return {hash(tuple(words[i:i + SHINGLE])) for i in range(max(0, len(words) - SHINGLE + 1))}
+
+
+def _quoted(e: Event) -> str:
+    """The lines of an e-mail that are not its own new text: what it quotes or forwards."""
+    own = {line.strip() for line in new_text(e).split("\n") if line.strip()}
+    return "\n".join(line for line in (e.body or "").split("\n") if line.strip() and line.strip() not in own)
+
+
 def _when(iso: str) -> dt.datetime | None:
     try:
         ts = dt.datetime.fromisoformat(str(iso).replace("Z", "+00:00"))
@@ -142,6 +171,8 @@ class _Miner:
         for e in self.events:
             if e.parent_id:
                 self.children[e.parent_id].append(e)
+        self.found_by: dict[str, str] = {}      # reply event id -> how its parent was found (e-mail)
+        self._infer_email_parents()
         self.window = dt.timedelta(hours=config.answer_window_hours)
         self.issue_events = {e.native_id: e for e in self.events if e.kind in ISSUE_KINDS}
         # mail and chat messages that mention an issue (by key or URL), from the links table
@@ -151,6 +182,53 @@ class _Miner:
                 src = self.by_id[link.from_event_id]
                 if src.source in ("email", "slack"):
                     self.mentions[link.to_event_id].append(src)
+
+    def _infer_email_parents(self) -> None:
+        """Parents for e-mails whose headers name none we have (see the module docstring): the message whose
+        text they quote, else the thread's latest earlier message from someone else when the subject threads
+        them. Found parents are added to `children` like header ones."""
+        mails = [e for e in self.events if e.source == "email" and e.kind == "email"]
+        orphans = [e for e in mails if is_reply(e) and (e.parent_id not in self.by_id or is_digest(self.by_id[
+            e.parent_id]))]
+        if not orphans:
+            return
+        index: dict[int, list[int]] = defaultdict(list)
+        for i, m in enumerate(mails):
+            if is_digest(m):
+                continue
+            for g in _shingles(new_text(m)):
+                index[g].append(i)
+        position = {m.event_id: i for i, m in enumerate(mails)}
+        by_thread: dict[str, list[Event]] = defaultdict(list)
+        for m in mails:
+            by_thread[m.thread_key or m.event_id].append(m)
+        for e in orphans:
+            votes: Counter = Counter()
+            for g in _shingles(_quoted(e)):
+                hits = index.get(g, ())
+                if len(hits) <= COMMON_SHINGLE:
+                    votes.update(hits)
+            me = position[e.event_id]
+            subject = thread_subject(e.title)
+            # the most quoted earlier message; of equally quoted ones (a patch series shares its boilerplate) the
+            # one whose subject the reply's continues, then the latest
+            best = [(thread_subject(mails[i].title) == subject, n, mails[i].ts, i) for i, n in votes.items()
+                    if n >= MIN_QUOTED and i != me and mails[i].ts <= e.ts and e.ts - mails[i].ts <= QUOTE_WINDOW]
+            if subject and not DIGEST.search(e.title or ""):
+                best = [b for b in best if b[0]]     # a reply keeps its thread's subject, but to a digest
+            parent, how = None, ""
+            if best:
+                top = max(n for _, n, _, _ in best)
+                parent, how = mails[max(b for b in best if b[1] == top)[3]], "quote"
+            elif e.attrs.get("thread_by") == "subject" or (not e.parent_id and e.thread_key != e.native_id):
+                earlier = [m for m in by_thread[e.thread_key or e.event_id] if _key(m) < _key(e)
+                           and person_of(m) != person_of(e)]
+                if earlier:
+                    parent, how = earlier[-1], "subject"
+            if parent is not None:
+                self.children[parent.event_id].append(e)
+                self.children[parent.event_id].sort(key=_key)
+                self.found_by[e.event_id] = how
 
     def skip(self, kind: str, e: Event, reason: str, detail: str = "") -> None:
         self.rejections.append(Rejection(dataset=self.dataset, stage="work_items", family=kind,
@@ -232,7 +310,8 @@ class _Miner:
             self.skip(kind, e, SKIP_EMPTY)
             return False
         # a reply's subject ("Re: Please reset my password") is its thread's request, not its own
-        if not is_request(text if e.parent_id else f"{e.title or ''}\n{text}"):
+        reply = is_reply(e) if e.source == "email" else bool(e.parent_id)
+        if not is_request(text if reply else f"{e.title or ''}\n{text}", None if reply else e.title):
             self.skip(kind, e, SKIP_NOT_REQUEST)
             return False
         return True
@@ -255,6 +334,7 @@ class _Miner:
                                    self.config.context_messages else [],
                                    {"subject": e.title or "", "list": e.attrs.get("list_id"),
                                     "in_thread": bool(e.parent_id),
+                                    "reply_found_by": self.found_by.get(answer.event_id, "headers"),
                                     "answer_delay_h": round((answer.ts - e.ts).total_seconds() / 3600, 2)},
                                    thread_key=e.thread_key))
         return items
@@ -330,8 +410,13 @@ class _Miner:
             if resolved_at is None:
                 self.skip("resolution", issue, SKIP_NOT_RESOLVED, key)
                 continue
-            notes = [e for e in thread if e.kind == "comment" and abs(e.ts - resolved_at) <= window
-                     and not automated(e) and not is_trivial(new_text(e))]
+            human = [e for e in thread if e.kind == "comment" and not automated(e) and not is_trivial(new_text(e))]
+            notes = [e for e in human if abs(e.ts - resolved_at) <= window]
+            note_by = "nearest the resolution"
+            if not notes and evidence != "changelog":
+                # an export-time resolution date may be a bulk close long after the ticket's last word
+                notes = [e for e in human if e.ts <= resolved_at and NOTE_HINT.search(new_text(e))][-1:]
+                note_by = "last note before the resolution date"
             if not notes:
                 self.skip("resolution", issue, SKIP_NO_NOTE, key)
                 continue
@@ -341,7 +426,7 @@ class _Miner:
             mentions = [e for e in self.mentions.get(issue.event_id, []) if _key(e) < _key(note)]
             items.append(self.item("resolution", issue, [note], before + fix + mentions,
                                    {"key": key, "resolved_at": resolved_at.isoformat(),
-                                    "resolution_evidence": evidence,
+                                    "resolution_evidence": evidence, "note_by": note_by,
                                     "resolution": issue.attrs.get("resolution"),
                                     "fix_shas": [link.sha for link in self.fixes.get(key, [])]},
                                    thread_key=key))

@@ -352,7 +352,9 @@ def _tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
 
 
-def tasks(store: Store, dataset: str, config: DatasetConfig) -> StageResult:
+def tasks(store: Store, dataset: str, config: DatasetConfig, llm=None) -> StageResult:
+    """Every enabled family's tasks. `llm` (the run's llm.LLM, optional) rewrites instructions and grades the
+    judge checks of the self-check; without one the families take their no-model path."""
     from environments.world import World
     from task_builders import world as worldbuild
     from task_builders.families import seal
@@ -366,14 +368,22 @@ def tasks(store: Store, dataset: str, config: DatasetConfig) -> StageResult:
     rejected: list[Rejection] = []
     enabled = config.enabled()
     used = {k for name, f in families().items() if name in enabled for k in f.kinds}
-    if placed:   # one task per near-duplicate group: its representative
+    if placed:   # one task per near-duplicate group and kind: the group's earliest item of that kind (an issue
+        #          and its resolution item share a request and a group, and make tasks of different families;
+        #          the group keeps one split, so neither crosses train/test)
+        first: dict[tuple[str, str], str] = {}
+        for i in sorted(items, key=lambda i: (not (placed.get(i.item_id) and placed[i.item_id].representative),
+                                              i.ts, i.item_id)):
+            if i.item_id in placed:
+                first.setdefault((placed[i.item_id].dup_group, i.kind), i.item_id)
+        leads = set(first.values())
         for i in items:
             c = placed.get(i.item_id)
-            if c is not None and not c.representative and i.kind in used:
+            if c is not None and i.item_id not in leads and i.kind in used:
                 rejected.append(Rejection(dataset=dataset, stage="candidates", family=i.kind, subject_id=i.thread_key,
                                           reason="near-duplicate of another work item",
                                           detail=f"group {c.dup_group[:12]} of {c.dup_count}"))
-        items = [i for i in items if i.item_id not in placed or placed[i.item_id].representative]
+        items = [i for i in items if i.item_id not in placed or i.item_id in leads]
     splits = {k: (c.split, c.canary) for k, c in placed.items()}
     wf = store.worlds(dataset) / "world.sqlite"
     built: list[Task] = []
@@ -383,7 +393,7 @@ def tasks(store: Store, dataset: str, config: DatasetConfig) -> StageResult:
             continue
         mine = [i for i in items if i.kind in family.kinds]
         ctx = BuildContext(dataset, events, mine, store.worlds(dataset), config, repos, splits,
-                           World(wf) if wf.exists() else None)
+                           World(wf) if wf.exists() else None, llm)
         drafts = []
         for out in family.build(ctx):
             per_family[(name, "candidates")] += 1
@@ -421,7 +431,7 @@ def world_bytes(store: Store, dataset: str) -> int:
 # --- 6. validations ----------------------------------------------------------------------------------
 
 def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress: Progress | None = None,
-                only: Iterable[str] | None = None) -> StageResult:
+                only: Iterable[str] | None = None, llm=None) -> StageResult:
     """Oracle and null runs for every task not yet validated in this kind of sandbox.
 
     Each task's runs are stored as soon as its verdict is in, so a run killed at task 6 of 20 keeps the
@@ -437,7 +447,7 @@ def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress:
     if len(rows) != len(existing):
         store.replace("validations", dataset, rows)
     for i, task in enumerate(todo, 1):
-        verdict = replay.validate(task, store.worlds(dataset), sandbox, repeats)
+        verdict = replay.validate(task, store.worlds(dataset), sandbox, repeats, llm=llm)
         rows.extend(verdict.validations)
         store.replace("validations", dataset, rows)
         if progress:

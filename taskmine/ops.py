@@ -37,10 +37,14 @@ def replay_task(prefix: str, agent: str, dataset: str | None = None, sandbox_kin
     sandbox = get_sandbox(sandbox_kind, home=store.home)
     kind, command = replay.agent_command(task, agent)
     print(f"task {task.task_id} ({task.family}) in {sandbox.kind}: {kind}: {command[:200]}", flush=True)
+    from llm import LLM
+
+    llm = LLM.from_env()      # TASKMINE_LLM_MODEL: judge checks and the simulated requester; unset: no model
     v = replay.run_once(task, store.worlds(task.dataset), sandbox, kind, command,
-                        timeout_s=timeout_s)
+                        timeout_s=timeout_s, llm=llm)
     for c in v.checks:
-        print(f"  {c['id']:<12} {c['score']:.2f} x{c['weight']:g}  {c['explanation'][:100]}")
+        score = "n/a " if c["score"] is None else f"{c['score']:.2f}"
+        print(f"  {c['id']:<12} {score} x{c['weight']:g}  {c['explanation'][:100]}")
     score = "n/a" if v.score is None else f"{v.score:.3f}"
     print(f"agent: {v.status or 'no status'}  ({v.duration_s:.1f}s, sandbox={v.sandbox})")
     print(f"score {score}{'  (' + v.error_class + ')' if v.error_class else ''}"

@@ -134,6 +134,8 @@ def _make() -> None:
     ))
     REGISTRIES["family"] = Registry("family", "families", (
         "task_builders.families.triage", "task_builders.families.commit_link",
+        "task_builders.families.email_reply", "task_builders.families.chat_answer",
+        "task_builders.families.resolution_note",
     ))
-    REGISTRIES["check"] = Registry("check", "checks", ("graders.checks",))
+    REGISTRIES["check"] = Registry("check", "checks", ("graders.checks", "graders.communication"))
     REGISTRIES["sandbox"] = Registry("sandbox", "sandboxes", ("environments.sandbox",))

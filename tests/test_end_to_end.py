@@ -164,7 +164,7 @@ def test_second_run_adds_nothing_and_is_byte_identical(pipeline):
 def test_lab_reads_it_with_plain_duckdb(pipeline):
     pub = pipeline["pub"]
     rows = duckdb.sql(f"select family, count(*) from '{pub / 'tasks.parquet'}' group by 1 order by 1").fetchall()
-    assert [r[0] for r in rows] == ["commit_link", "ticket_triage"]
+    assert [r[0] for r in rows] == ["chat_answer", "commit_link", "email_reply", "resolution_note", "ticket_triage"]
     manifest = json.loads((pub / "manifest.json").read_text())
     assert all(len(h) == 64 for h in manifest["files"].values())
     bundles = list(pub.glob("world/git/*.bundle"))

@@ -4,7 +4,9 @@ Formats followed: RFC 3676 (format=flowed, DelSp, space-stuffing, the "-- " sign
 section 4.3 / Usenet convention for the signature delimiter "-- ", and the quoting conventions of mail
 clients (">" prefixes; "On <date>, <name> wrote:" attributions, also wrapped over two lines by Gmail and
 in German, French, Spanish, Italian, Dutch, Scandinavian clients; Outlook's "-----Original Message-----"
-and "From:/Sent:/To:" header blocks; mobile "Sent from my ..." lines; Mailman list footers and
+and "From:/Sent:/To:" header blocks; forwarded messages (Lotus Notes' "--- Forwarded by ... ---", Gmail's
+"--- Forwarded message ---", Apple Mail's "Begin forwarded message:"); mobile "Sent from my ..." lines;
+Mailman list footers and
 pipermail's "next part" attachment notes).
 
 Invariants:
@@ -174,6 +176,10 @@ _ATTRIBUTION_END = re.compile(r"\b" + _WROTE + r"(\s.{0,100})?\s*:\s*$", re.I)
 _ORIGINAL = re.compile(r"^-{2,}\s*(original message|ursprüngliche nachricht|message d'origine|"
                        r"mensaje original|messaggio originale|oorspronkelijk bericht)\s*-{2,}\s*$", re.I)
 _NEXT_PART = re.compile(r"^-{5,} next part -{5,}$")
+# a forwarded message: Lotus Notes' "----- Forwarded by Name/OU/ORG on date -----", Gmail's "---------- Forwarded
+# message ---------", Apple Mail's "Begin forwarded message:", Outlook's "-----Forwarded Message-----"
+_FORWARD = re.compile(r"^(-{3,}\s*forwarded (by\b.{0,200}|message)\s*-{3,}|begin forwarded message:|"
+                      r"-{3,}\s*(weitergeleitete nachricht|message transféré|mensaje reenviado)\s*-{3,})\s*$", re.I)
 _HEADER_BLOCK = re.compile(r"^\*?(from|von|de|da|van|från|fra)\s*:\*?\s", re.I)
 _HEADER_BLOCK_NEXT = re.compile(r"^\*?(sent|date|gesendet|datum|envoyé|enviado|inviato|to|an|à|para|a|"
                                 r"subject|betreff|objet|asunto|oggetto)\s*:", re.I)
@@ -186,7 +192,7 @@ MAX_SIGNATURE_LINES = 15
 LOOK_AHEAD = 200  # lines a test looks past the current one
 # a stripped line any of the above can match starts with one of these marks or words (or ends with ":")
 _CANDIDATE = re.compile(r"(?:--|__|>|\*|\[(?:\.|…|snip|cut)|(from|von|de|da|van|från|fra|sent|get|envoy|enviado|"
-                        r"inviato|verzonden|skickat|on|am|le|el|il|op|den)\b)", re.I)
+                        r"inviato|verzonden|skickat|on|am|le|el|il|op|den|begin)\b)", re.I)
 
 
 def _next_text(lines: list[str], i: int) -> str | None:
@@ -215,7 +221,7 @@ def _judge(lines: list[str], j: int) -> str:
     s = line.strip()
     if s[0] == ">" or _ELISION.match(s):
         return "drop"
-    if _ORIGINAL.match(s) or _NEXT_PART.match(s):
+    if _ORIGINAL.match(s) or _NEXT_PART.match(s) or _FORWARD.match(s):
         return "cut"
     if line.rstrip("\r") == "-- " or (s == "--" and _short_tail(lines, j)):
         return "cut"

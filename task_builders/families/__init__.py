@@ -57,6 +57,7 @@ class BuildContext:
     repos: dict[str, dict] = field(default_factory=dict)  # world repository name -> {"path", "sha_map", "slug"}
     splits: dict[str, tuple[str, str]] = field(default_factory=dict)  # item_id -> (split, canary) from clusters
     world: World | None = None
+    llm: Any = None                       # the run's llm.LLM (instruction rewrites, judge checks), or None
 
     def by_kind(self, kind: str) -> list[Event]:
         return [e for e in self.events.values() if e.kind == kind]
@@ -164,7 +165,8 @@ def seal(ctx: BuildContext, family: Family, drafts: list[Draft]) -> Iterator[Tas
         if problems:
             yield family.reject(ctx, d.item, "the answer is reachable in the world", "; ".join(problems))
             continue
-        oracle, null = self_grade(world_view, d)
+        context = grading_context(world_view, ctx.llm)
+        oracle, null = self_grade(world_view, d, context=context)
         if oracle.score is None or oracle.score < 0.99:
             yield family.reject(ctx, d.item, "reference does not pass its own rubric",
                                 f"score={oracle.score} {oracle.message}")
@@ -173,11 +175,20 @@ def seal(ctx: BuildContext, family: Family, drafts: list[Draft]) -> Iterator[Tas
             yield family.reject(ctx, d.item, "doing nothing passes the rubric", f"score={null.score}")
             continue
         passing = [(p.name, g.score) for p in d.probes if p.command is None
-                   for g in [self_grade(world_view, d, p.calls)[0]] if g.score is None or g.score >= p.max_score]
+                   for g in [self_grade(world_view, d, p.calls, context=context)[0]]
+                   if g.score is None or g.score >= p.max_score]
         if passing:
             yield family.reject(ctx, d.item, "a probe passes the rubric",
                                 "; ".join(f"{n} scored {s}" for n, s in passing))
             continue
+        d.meta["graded_by"] = oracle.mode if not oracle.not_run else f"{oracle.mode}; {oracle.not_run} judge " \
+                                                                     "checks not run (no model configured)"
+        if context.judge is not None and any(c.kind == "judge" for c in d.rubric.checks):
+            from graders.communication import judge_agreement
+
+            runs = {"oracle": replay_log(world_view, d)}
+            runs.update({f"probe:{p.name}": replay_log(world_view, d, p.calls) for p in d.probes if p.command is None})
+            d.meta["judge_agreement"] = judge_agreement(d.rubric, runs, world_view, ctx.llm)
         yield _task(ctx, family, d, git_world)
 
 
@@ -219,17 +230,30 @@ def _show(token: str) -> str:
     return f"the hidden value {token[:12]!r}" if len(token) <= 64 else "a hidden value"
 
 
-def self_grade(view: WorldView | None, d: Draft, calls: list[A.Tool] | None = None):
-    """(oracle grade, null grade): the reference (or `calls`) replayed through an in-process tool server;
-    nothing."""
+def grading_context(view: WorldView | None, llm=None) -> Context:
+    """The context a task is graded in: its world view, and the model judge when a model is configured."""
+    from graders.communication import judge_context
+
+    return judge_context(view, llm)
+
+
+def replay_log(view: WorldView | None, d: Draft, calls: list[A.Tool] | None = None, errors: list | None = None):
+    """The action log of the reference (or `calls`) replayed through an in-process tool server."""
     server = ToolServer(view, persona=d.persona, tools=set(d.tools) if d.tools is not None else None)
-    errors = []
     for call in d.reference if calls is None else calls:
         r = server.call(call.name(), call.arguments())
-        if r.error:
+        if r.error and errors is not None:
             errors.append(r.text)
-    context = Context(view=view)
-    oracle = grade(d.rubric, server.actions, context)
+    return server.actions
+
+
+def self_grade(view: WorldView | None, d: Draft, calls: list[A.Tool] | None = None, context: Context | None = None):
+    """(oracle grade, null grade): the reference (or `calls`) replayed through an in-process tool server;
+    nothing."""
+    errors: list[str] = []
+    actions = replay_log(view, d, calls, errors)
+    context = context or Context(view=view)
+    oracle = grade(d.rubric, actions, context)
     if errors:
         oracle.message = (oracle.message + f" reference calls refused: {errors[0][:200]}").strip()
         oracle.score = 0.0 if oracle.score is not None else None

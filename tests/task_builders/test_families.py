@@ -82,8 +82,8 @@ def sample_world(sample_company, tmp_path_factory):
 def test_every_task_hides_its_answer_everywhere_the_agent_can_reach(sample_world):
     store = sample_world
     world = World(store.worlds("acme") / "world.sqlite")
-    tasks = store.read("tasks", "acme")
-    assert {t.family for t in tasks} == {"ticket_triage", "commit_link"}
+    tasks = [t for t in store.read("tasks", "acme") if t.family in ("ticket_triage", "commit_link")]
+    assert {t.family for t in tasks} == {"ticket_triage", "commit_link"}   # the others: test_comm_families.py
     for t in tasks:
         view = world.at(t.cutoff, t.world["hidden"])
         if t.family == "commit_link":

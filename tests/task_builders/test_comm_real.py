@@ -1,0 +1,83 @@
+"""The communication families on the real exports in ../shared/data/real, read in place (skipped when absent):
+real mailing lists, chat and trackers give tasks of all three families, and every task keeps the families'
+promises (its reference passes, doing nothing and every probe fail, each graded fact is grounded at the cutoff,
+no fact of the real reply in the prompt). Nothing of the real data is written outside the test's temp folder."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from environments import actions as A
+from environments.tools import Persona, ToolServer
+from environments.world import World
+from graders.rubric import Context, grade
+from task_builders import facts as F
+from task_builders.config import DatasetConfig
+from taskmine import flow
+from warehouse.store import Store
+
+REAL = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "real"
+DATASETS = ("maildir-lkml-notmuch", "mbox-apache-ponymail", "pipermail-numpy-bigbang", "slack-r-contributors",
+            "slack-export-viewer-fixture", "jira-appcelerator-tidev", "github-issues-rust-archive")
+FAMILIES = ("email_reply", "chat_answer", "resolution_note")
+
+pytestmark = [pytest.mark.real,
+              pytest.mark.skipif(not REAL.is_dir(), reason=f"no real exports at {REAL} (../shared/data/real)")]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    store = Store(tmp_path_factory.mktemp("real") / "home")
+    config = DatasetConfig(ner_model="", families=FAMILIES)
+    out = {}
+    for ds in DATASETS:
+        if not (REAL / ds).is_dir():
+            continue
+        flow.prepare(store, ds, REAL / ds, config)
+        flow.work_items(store, ds, config)
+        flow.world(store, ds)
+        flow.tasks(store, ds, config)
+        out[ds] = store.read("tasks", ds)
+    return store, out
+
+
+def test_real_exports_give_tasks_of_all_three_families(built):
+    _, tasks = built
+    per_family = Counter(t.family for ts in tasks.values() for t in ts)
+    assert set(per_family) == set(FAMILIES), per_family
+
+
+def score(task, view, calls):
+    server = ToolServer(view, persona=Persona(**task.world["persona"]))
+    for c in calls:
+        call = A.CALL.validate_python(c)
+        assert not server.call(call.name(), call.arguments()).error
+    return grade(task.rubric, server.actions, Context(view=view)).score
+
+
+def test_every_real_task_keeps_the_families_promises(built):
+    store, tasks = built
+    for ds, ts in tasks.items():
+        world = World(store.worlds(ds) / "world.sqlite")
+        for t in ts:
+            view = world.at(t.cutoff, t.world["hidden"])
+            assert score(t, view, t.reference["actions"]) == 1.0 and score(t, view, []) == 0.0, (ds, t.task_id)
+            assert all(score(t, view, p["actions"]) < 0.5 for p in t.reference["probes"]), (ds, t.task_id)
+            for f in t.reference["facts"]:
+                fact = F.Fact(f["kind"], f["text"], tuple(f["variants"]))
+                assert not F.mentions(t.prompt, fact)
+                assert F.supported(view, fact) or t.world["git"], (ds, t.task_id, f)
+
+
+def test_every_dropped_real_candidate_has_a_reason(built):
+    store, tasks = built
+    for ds in tasks:
+        items = Counter(i.kind for i in store.read("work_items", ds))
+        kinds = {"email_reply": "email_reply", "chat_answer": "chat_answer", "resolution": "resolution_note"}
+        for kind, family in kinds.items():
+            made = sum(1 for t in tasks[ds] if t.family == family)
+            dropped = sum(1 for r in store.read("rejections", ds) if r.stage == "candidates" and r.family == family)
+            assert made + dropped == items.get(kind, 0), (ds, family, made, dropped, items)
