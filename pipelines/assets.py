@@ -13,7 +13,7 @@ from dagster import (
 )
 
 from pipelines.errors import stage
-from pipelines.resources import ExportsResource, SandboxResource, WarehouseResource
+from pipelines.resources import ExportsResource, LLMResource, SandboxResource, WarehouseResource
 from taskmine import flow
 
 datasets = DynamicPartitionsDefinition(name="datasets")
@@ -112,14 +112,18 @@ def world(context: AssetExecutionContext, warehouse: WarehouseResource):
 
 
 @asset(partitions_def=datasets, group_name="families", deps=[work_items, clusters, world],
-       description="Candidate tasks per family (triage, commit link): prompt, cutoff into the world, reference "
-                   "actions, rubric; each proves its answer is nowhere the agent can reach.")
+       description="Candidate tasks per family (triage, commit link, code change): prompt, cutoff into the world, "
+                   "reference, rubric; each proves its answer is nowhere the agent can reach (code change also "
+                   "measures its tests in the sandbox).")
 @stage
-def tasks(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
+def tasks(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource,
+          sandbox: SandboxResource, llm: LLMResource):
     from task_builders.config import load_config
 
     ds = context.partition_key
-    return _result(flow.tasks(warehouse.store(), ds, load_config(exports.dataset_dir(ds))))
+    store = warehouse.store()
+    return _result(flow.tasks(store, ds, load_config(exports.dataset_dir(ds)), sandbox=sandbox.get(home=store.home),
+                              llm=llm.client()))
 
 
 @asset(partitions_def=datasets, group_name="validation", deps=[tasks],

@@ -128,6 +128,7 @@ def _make() -> None:
         "extractors.git", "extractors.github", "extractors.email", "extractors.jira", "extractors.slack",
         # scaffold: new built-in extractors are listed above this line
     ))
-    REGISTRIES["family"] = Registry("family", ("task_builders.families.triage", "task_builders.families.commit_link"))
-    REGISTRIES["check"] = Registry("check", ("graders.checks",))
+    REGISTRIES["family"] = Registry("family", ("task_builders.families.triage", "task_builders.families.commit_link",
+                                                "task_builders.families.code_change"))
+    REGISTRIES["check"] = Registry("check", ("graders.checks", "graders.code_checks"))
     REGISTRIES["sandbox"] = Registry("sandbox", ("environments.sandbox",))

@@ -55,6 +55,8 @@ class BuildContext:
     repos: dict[str, dict] = field(default_factory=dict)  # world repository name -> {"path", "sha_map", "slug"}
     splits: dict[str, tuple[str, str]] = field(default_factory=dict)  # item_id -> (split, canary) from clusters
     world: World | None = None
+    sandbox: Any = None      # environments.sandbox.Sandbox: families that run code while building (code_change)
+    llm: Any = None          # llm.LLM: families that write text with a model when one is configured
 
     def by_kind(self, kind: str) -> list[Event]:
         return [e for e in self.events.values() if e.kind == kind]
@@ -252,12 +254,16 @@ def self_grade(view: WorldView | None, d: Draft, calls: list[A.Tool] | None = No
         r = server.call(call.name(), call.arguments())
         if r.error:
             errors.append(r.text)
-    context = Context(view=view)
+    # a family whose checks read a verifier phase (code_change) gives the results its own sandbox runs
+    # measured for the real outcome and for doing nothing (meta["self_grade"])
+    measured = d.meta.get("self_grade") or {}
+    context = Context(view=view, extra=measured.get("oracle") if calls is None else {}) if measured \
+        else Context(view=view)
     oracle = grade(d.rubric, server.actions, context)
     if errors:
         oracle.message = (oracle.message + f" reference calls refused: {errors[0][:200]}").strip()
         oracle.score = 0.0 if oracle.score is not None else None
-    return oracle, grade(d.rubric, [], context)
+    return oracle, grade(d.rubric, [], Context(view=view, extra=measured.get("null") or {}) if measured else context)
 
 
 def _view_refs(folder: Path) -> dict[str, dict[str, str]]:
@@ -278,7 +284,8 @@ def _task(ctx: BuildContext, family: Family, d: Draft, view_id: str, view: World
              "world_key": ctx.world.key() if ctx.world else None, **d.meta.get("world", {})}
     wh = content_hash("world", world)
     reference = {"actions": [c.model_dump(mode="json", exclude_none=True) for c in d.reference],
-                 "probes": [p.to_json() for p in d.probes], **{k: v for k, v in d.meta.items() if k != "world"}}
+                 "probes": [p.to_json() for p in d.probes],
+                 **{k: v for k, v in d.meta.items() if k not in ("world", "self_grade")}}
     body = {"dataset": ctx.dataset, "family": family.name, "item": d.item.item_id, "prompt": d.prompt,
             "world": wh, "reference": reference, "rubric": d.rubric.model_dump(mode="json")}
     task_id = content_hash("task", body)[:32]
