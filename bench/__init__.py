@@ -10,7 +10,8 @@ import tempfile
 from pathlib import Path
 
 
-def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False) -> int:
+def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False, exports: str | None = None,
+        dataset: str | None = None, limit: int = 0) -> int:
     if what == "ingest":
         from bench.ingest import bench_ingest
 
@@ -26,4 +27,8 @@ def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False
         from bench.embed import bench_embed
 
         return bench_embed(scale, out)
-    raise ValueError(f"unknown benchmark {what!r}; choose: ingest, anonymize, embed")
+    if what == "code":
+        from bench.code import bench_code
+
+        return bench_code(scale, out, exports, dataset, limit)
+    raise ValueError(f"unknown benchmark {what!r}; choose: ingest, anonymize, embed, code")
