@@ -17,8 +17,10 @@ Sequence (`verify`), each step on the host's initiative, none visible to the age
    `tests_fraction`.
 
 `measure` runs the same restore-and-run steps to compute a candidate's test sets: the parent commit with
-the fix's test files applied (what doing nothing leaves the verifier), then with the whole fix, `repeats`
-times each; `classify` turns the runs into FAIL_TO_PASS, PASS_TO_PASS and the flaky tests left out.
+the fix's test files applied (what doing nothing leaves the verifier), then with the whole fix, alternating,
+`repeats` times each (after the first pair, only when some test failed before and passed after); `classify`
+turns the runs into FAIL_TO_PASS, PASS_TO_PASS and the flaky tests left out. Tests that do not finish within
+the timeout make the candidate unmeasurable (a timeout would otherwise count every test as failing).
 
 Invariants:
 - A report the verifier cannot read (missing, broken XML) is a grader error, never a score.
@@ -377,16 +379,21 @@ def measure(sandbox: Sandbox, image: str | None, tree: Path, slug: str, env: cod
         work = _workdir(s)
         runs: dict[str, list[dict[str, str]]] = {"before": [], "after": []}
         messages: dict[str, dict[str, str]] = {"before": {}, "after": {}}
-        for phase, files, prune in (("before", before, CONFIG_NAMES), ("after", after, ())):
+        # one run before and one after first: no test that fails before and passes after ends it there
+        plan = [("before", before, CONFIG_NAMES), ("after", after, ())] + \
+            [("before", before, CONFIG_NAMES), ("after", after, ())] * (repeats - 1)
+        for i, (phase, files, prune) in enumerate(plan):
+            if i == 2 and not classify(runs["before"], runs["after"]).fail_to_pass:
+                break
             apply_files(s, repo_dir, files, execs, prune, work)
-            for _ in range(repeats):
-                t = run_tests(s, repo_dir, env, run, timeout_s, work, extra, plugin_names)
-                if t.outcomes is None:
-                    return Measure(runs["before"], runs["after"], messages["before"], f"{phase} the fix: {t.error}",
-                                   round(time.monotonic() - started, 3), messages["after"])
-                if not runs[phase]:
-                    messages[phase] = dict(t.messages)
-                runs[phase].append(t.outcomes)
+            t = run_tests(s, repo_dir, env, run, timeout_s, work, extra, plugin_names)
+            error = t.error or (f"the tests did not finish within {timeout_s:g}s" if "timed out" in t.status else "")
+            if t.outcomes is None or error:
+                return Measure(runs["before"], runs["after"], messages["before"], f"{phase} the fix: {error}",
+                               round(time.monotonic() - started, 3), messages["after"])
+            if not runs[phase]:
+                messages[phase] = dict(t.messages)
+            runs[phase].append(t.outcomes)
     return Measure(runs["before"], runs["after"], messages["before"], "", round(time.monotonic() - started, 3),
                    messages["after"])
 

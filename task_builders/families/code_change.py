@@ -288,7 +288,10 @@ class CodeChange(Family):
             return m.error or m
         cache = verifier.env_cache(ctx.world_root)
         image = codeenv.prepare(ctx.sandbox, env, cache)
-        before = verifier.blobs(path, c.fix, restore)
+        # before: the fix's tests and runner config over the parent's code (written again after each run with
+        # the fix, so the parent's versions of the other files it changed too); after: every file of the fix
+        before = {**{p: b for p, b in verifier.blobs(path, c.parent, [p for p in changes if p not in restore]).items()},
+                  **verifier.blobs(path, c.fix, restore)}
         after = verifier.blobs(path, c.fix, list(changes))
         execs = verifier.executable(path, c.fix, [p for p, b in {**before, **after}.items() if b is not None])
         with tempfile.TemporaryDirectory(prefix="taskmine-tree-") as tmp:

@@ -46,7 +46,7 @@ class TestOps(unittest.TestCase):
         path = "/tmp/flaky-counter"
         n = int(open(path).read()) + 1 if os.path.exists(path) else 1
         open(path, "w").write(str(n))
-        self.assertEqual(n % 2, 1)
+        self.assertNotEqual(n % 3, 0)      # runs alternate before/after the fix: each phase sees a failure
 '''
 TESTS_AFTER = TESTS_BEFORE + '''
     def test_mean_of_nothing_is_zero(self):
