@@ -477,16 +477,17 @@ def image_bytes(ref: str) -> int:
 # PYTHON* variables and the user's site folder; plug-ins load only when named. A test that allocates
 # without bound gets a MemoryError (an address-space limit under the container's memory) and one that never
 # returns a TimeoutError after TEST_TIMEOUT_S, instead of the whole run being killed: its neighbours' results
-# still count.
-TEST_MEMORY_BYTES = 768 << 20
-TEST_TIMEOUT_S = 60
+# still count. The limit is on the data segment (RLIMIT_DATA: heap and private mappings), not the address
+# space, which threads' stack reservations exhaust long before memory runs out.
+TEST_MEMORY_BYTES = 896 << 20      # under the sandbox's 1 GB
+TEST_TIMEOUT_S = 20
 _BOOT = """\
 import importlib, os, resource, signal, sys
 sys.path[1:1] = {extra!r}
 import pytest
 for name in {modules!r}:
     importlib.import_module(name)
-resource.setrlimit(resource.RLIMIT_AS, ({memory}, {memory}))
+resource.setrlimit(resource.RLIMIT_DATA, ({memory}, {memory}))
 
 
 class Guard:
@@ -527,7 +528,7 @@ def plugins(root: Path) -> list[str]:
 
 
 def test_command(spec: EnvSpec, files: list[str], report: str, *, extra_paths: list[str] = (),
-                 plugin_names: list[str] = ()) -> str:
+                 plugin_names: list[str] = (), per_test_s: int = TEST_TIMEOUT_S) -> str:
     """The shell command (run in the repository) that runs the test `files` and writes a JUnit XML report
     to `report`. A dataset's own command (`code_test`) gets the report path as $TASKMINE_JUNIT and the files
     as $TASKMINE_TESTS."""
@@ -539,7 +540,7 @@ def test_command(spec: EnvSpec, files: list[str], report: str, *, extra_paths: l
         return (f"{env} TASKMINE_JUNIT={shlex.quote(report)} TASKMINE_TESTS={shlex.quote(' '.join(files))} "
                 f"NODE_PATH={NODE_DIR}/node_modules sh -c {shlex.quote(spec.test_command)}")
     boot = _BOOT.format(extra=list(extra_paths), modules=list(plugin_names), memory=TEST_MEMORY_BYTES,
-                        timeout=TEST_TIMEOUT_S)
+                        timeout=int(per_test_s))
     plugs = " ".join(f"-p {shlex.quote(p)}" for p in plugin_names)
     return (f"{env} python3 -I -B -c {shlex.quote(boot)} -p no:cacheprovider {plugs} -o junit_family=xunit1 "
             f"-o junit_logging=no --junitxml={shlex.quote(report)} -q -rN --tb=short {quoted}")

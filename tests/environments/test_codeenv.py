@@ -153,3 +153,30 @@ def test_test_command_imports_the_runner_before_the_repository():
     custom = codeenv.test_command(EnvSpec("node", test_command="jest --outputFile=$TASKMINE_JUNIT"), ["a.test.js"],
                                   "/tmp/r.xml")
     assert "TASKMINE_JUNIT=/tmp/r.xml" in custom and "TASKMINE_TESTS=a.test.js" in custom
+
+
+def test_a_test_that_never_ends_or_eats_memory_fails_alone(tmp_path):
+    """The runner's guards, with Debian's interpreter (the image's) on the host: the hanging and the greedy test
+    fail with TimeoutError and MemoryError, their neighbour's result still counts, the report is complete."""
+    import os
+
+    from graders.junit import parse
+
+    if not os.path.exists("/usr/bin/python3"):
+        pytest.skip("no /usr/bin/python3 on this machine")
+    root = codeenv.install(EnvSpec("python"), tmp_path / "envs")
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "test_g.py").write_text(
+        "def test_hang():\n    while True:\n        pass\n\n\n"
+        "def test_greedy():\n    keep = []\n    while True:\n        keep.append(bytearray(64 << 20))\n\n\n"
+        "def test_fine():\n    assert True\n")
+    cmd = codeenv.test_command(EnvSpec("python"), ["tests/test_g.py"], str(tmp_path / "r.xml"),
+                               extra_paths=[str(root / "site"), str(root / "runner")], per_test_s=2)
+    subprocess.run(["sh", "-c", cmd.replace("python3 -I", "/usr/bin/python3 -I", 1)], cwd=repo, capture_output=True,
+                   timeout=120)
+    rep = parse((tmp_path / "r.xml").read_bytes())
+    assert rep.outcomes == {"tests/test_g.py::test_hang": "failed", "tests/test_g.py::test_greedy": "failed",
+                            "tests/test_g.py::test_fine": "passed"}
+    assert "TimeoutError" in rep.messages["tests/test_g.py::test_hang"]
+    assert "MemoryError" in rep.messages["tests/test_g.py::test_greedy"]
