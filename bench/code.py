@@ -106,14 +106,14 @@ def _bench(work: Path, scale: int, exports: str | None, dataset: str | None, lim
         t0 = time.perf_counter()
         codeenv.ensure_image(spec, sandbox.base_image, cache, labels)
         cold = time.perf_counter() - t0
-        docker("rmi", "-f", spec.tag(), check=False, timeout=120)
+        docker("rmi", "-f", tag, check=False, timeout=120)
         t0 = time.perf_counter()
         codeenv.ensure_image(spec, sandbox.base_image, cache, labels)
         rebuilt = time.perf_counter() - t0
         t0 = time.perf_counter()
         codeenv.ensure_image(spec, sandbox.base_image, cache, labels)
         reused = time.perf_counter() - t0
-        layer = codeenv.image_bytes(spec.tag()) - codeenv.image_bytes(sandbox.base_image)
+        layer = codeenv.image_bytes(tag) - codeenv.image_bytes(sandbox.base_image)
         env_rows.append((key[:12], len(spec.requirements), use[key], cold, rebuilt, reused, layer))
 
     t0 = time.perf_counter()

@@ -13,8 +13,9 @@
   needed for `docker pull`). The test runner (pytest: it writes JUnit XML) is copied from the locked
   environment taskmine itself runs in, so a project with no dependency needs no network at all; a project
   that declares its own pytest gets its own (it comes first on sys.path).
-- Images are `taskmine-env:<key>`, labelled `taskmine.env=<key>`, `taskmine.home` and `taskmine.base`, so
-  `prune_env_images` removes those no current task uses (tasks record their key in `world["env"]`).
+- Images are `taskmine-env:<hash of key, base image, labels>`, labelled `taskmine.env=<key>`, `taskmine.home`
+  and `taskmine.base`, so `prune_env_images` removes those no current task uses (a task names its
+  environment by key in `world["env"]`; the tag is found again from the key wherever the task runs).
 - The installed files are kept in the world's `envs/<key>` folder (under the TASKMINE_HOME that uses them),
   so a pruned image is rebuilt without the network, and the local sandbox runs the tests against them.
 
@@ -262,11 +263,13 @@ class EnvSpec:
         return content_hash("code-env/1", self.ecosystem, self.requirements, self.install, self.python,
                             self.manifest, runner_fingerprint() if self.ecosystem == "python" else "")[:24]
 
-    def tag(self) -> str:
-        return f"taskmine-env:{self.key()[:16]}"
+    def tag(self, base_id: str, labels: dict[str, str] | None = None) -> str:
+        """The image's tag on one base image with one set of labels (the home that built it: each home
+        prunes its own images, as with task images)."""
+        return f"taskmine-env:{content_hash('env-image/1', self.key(), base_id, sorted((labels or {}).items()))[:16]}"
 
     def to_json(self) -> dict:
-        return {"key": self.key(), "image": self.tag(), "ecosystem": self.ecosystem,
+        return {"key": self.key(), "ecosystem": self.ecosystem,
                 "requirements": list(self.requirements), "install": list(self.install),
                 "test_command": self.test_command, "python": self.python, "manifest": dict(self.manifest)}
 
@@ -394,14 +397,15 @@ def install(spec: EnvSpec, cache: Path, progress: Callable[[str], None] = lambda
 
 def ensure_image(spec: EnvSpec, base: str, cache: Path, labels: dict[str, str] | None = None,
                  progress: Callable[[str], None] = lambda _m: None) -> tuple[str, str, bool]:
-    """(tag, image ID, built now) of the environment's image on top of `base`; built once per key."""
-    tag = spec.tag()
-    existing = image_id(tag)
-    if existing:
-        return tag, existing, False
+    """(tag, image ID, built now) of the environment's image on top of `base`; built once per key (and base
+    image and labels)."""
     base_id = image_id(base)
     if base_id is None:
         raise SandboxError(f"base image {base} is missing; run `python -m environments.images`")
+    tag = spec.tag(base_id, labels)
+    existing = image_id(tag)
+    if existing:
+        return tag, existing, False
     root = install(spec, cache, progress)
     copies = [("site", SITE_DIR), ("runner", RUNNER_DIR)] if spec.ecosystem == "python" else [("node", NODE_DIR)]
     lines = [f"FROM {base}"] + [f"COPY {src} {dst}" for src, dst in copies]

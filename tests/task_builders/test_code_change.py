@@ -124,7 +124,7 @@ def test_candidates_to_tasks_with_reasons(built):
     assert "if not values" not in task.prompt           # nothing of the patch
     reasons = {r.reason for r in built["rejections"]}
     assert "no FAIL_TO_PASS test" in reasons             # the docstring "fix" whose test passed before
-    assert task.world["env"]["image"].startswith("taskmine-env:")
+    assert task.world["env"]["ecosystem"] == "python" and task.world["env"]["requirements"] == []
     assert task.reference["actions"] == [] and {p["name"] for p in task.reference["probes"]} == {
         "delete_tests", "edit_tests", "tests_pass", "runner_config", "runner_shadow"}
 
@@ -199,3 +199,20 @@ def test_a_report_the_verifier_cannot_read_is_a_grader_error(built):
     broken = task.model_copy(update={"world": {**task.world, "env": env}})
     v = replay.run_once(broken, built["worlds"], built["sandbox"], "agent", "true")
     assert v.score is None and v.error_class == "grader_error" and "well-formed" in v.message
+
+
+def test_prune_keeps_the_environments_current_tasks_name(built, tmp_path):
+    from environments import codeenv
+    from environments.docker_cli import image_id
+
+    sandbox, task = built["sandbox"], the_task(built)
+    labels = {"taskmine.home": sandbox.image_labels["taskmine.home"]}
+    other = codeenv.EnvSpec("python", manifest={"why": "another dependency state"})      # no task names it
+    tag, _, built_now = codeenv.ensure_image(other, sandbox.base_image, tmp_path / "envs", labels)
+    assert built_now
+    mine = codeenv.EnvSpec.from_json(task.world["env"])
+    mine_tag, _, again = codeenv.ensure_image(mine, sandbox.base_image, built["worlds"] / "envs", labels)
+    assert not again                                  # built once for every task that shares it
+    removed = sandbox.prune({task.world_hash, task.world["env"]["key"]})
+    assert tag in removed and image_id(tag) is None
+    assert image_id(mine_tag) is not None
