@@ -50,7 +50,7 @@ def _inodes(path: Path) -> dict[tuple[int, int], int]:
 
 def _bench(work: Path, scale: int, exports: str | None, dataset: str | None, limit: int) -> int:
     from environments import codeenv
-    from environments.docker_cli import docker
+    from environments.docker_cli import docker, image_id
     from environments.sandbox import get_sandbox
     from task_builders.config import DatasetConfig, load_config
     from taskmine import flow
@@ -100,7 +100,8 @@ def _bench(work: Path, scale: int, exports: str | None, dataset: str | None, lim
     env_rows = []
     for key, env in specs.items():
         spec = codeenv.EnvSpec.from_json(env)
-        docker("rmi", "-f", spec.tag(), check=False, timeout=120)
+        tag = spec.tag(image_id(sandbox.base_image) or "", labels)
+        docker("rmi", "-f", tag, check=False, timeout=120)
         cache = store.worlds(name) / "envs"
         shutil.rmtree(codeenv.env_root(spec, cache), ignore_errors=True)
         t0 = time.perf_counter()
