@@ -146,6 +146,6 @@ def _bench(work: Path, scale: int, exports: str | None, dataset: str | None, lim
     print(f"\nbytes: base image {base_bytes / 1e6:.1f} MB + {len(env_rows)} environment layers "
           f"{sum(r[-1] for r in env_rows) / 1e6:.2f} MB, shared by {len(tasks)} tasks "
           f"({shared / max(len(tasks), 1) / 1e6:.2f} MB per task if split)")
-    print(f"  per task: no image of its own; its git view {view_bytes / max(len(views), 1) / 1e3:.1f} kB "
-          f"({len(views)} views, hard links to {pack_bytes / 1e6:.1f} MB of packs shared by all)")
+    print(f"  per task: no image of its own; its git view {view_bytes / max(len(views), 1) / 1e3:.1f} kB of its "
+          f"own ({len(views)} views; hard links to {pack_bytes / 1e3:.0f} kB of packs shared by all)")
     return 0 if valid else 1
