@@ -274,7 +274,7 @@ class CodeChange(Family):
             item=c.item, prompt=prompt, cutoff=cutoff, reference=[], rubric=rubric,
             hidden_tokens=[c.fix[:7]], hidden_texts=[_added_text(patch)] if _added_text(patch) else [],
             hidden_commits=[c.fix], needed_commits=[c.parent], repos={c.repo: c.parent},
-            probes=_probes(slug, restore, eco),
+            probes=_probes(slug, run, eco),
             meta={"world": {"env": env.to_json()}, "code": code_meta, "self_grade": {"oracle": ok, "null": null}})
 
     def _measure(self, ctx: BuildContext, c: Candidate, env: codeenv.EnvSpec, path: Path, slug: str,
@@ -498,10 +498,10 @@ def _why_none(m: verifier.Measure, sets: verifier.TestSets) -> str:
     return "; ".join(bits)
 
 
-def _probes(slug: str, restore: list[str], eco: str) -> list[Probe]:
+def _probes(slug: str, run: list[str], eco: str) -> list[Probe]:
     """Outcomes that must score 0 (the verifier restores the tests and the runner's configuration)."""
     repo = f"~/{shlex.quote(slug)}"
-    tests = " ".join(shlex.quote(p) for p in restore if p.rsplit("/", 1)[-1] not in verifier.CONFIG_NAMES)
+    tests = " ".join(shlex.quote(p) for p in run)
     find_tests = ("find . -path ./.git -prune -o -type f \\( -name 'test_*.py' -o -name '*_test.py' -o -name "
                   "'*.test.js' -o -name '*.spec.js' \\) -print")
     every_pass = ("import ast, sys\nfor p in sys.argv[1:]:\n    try:\n        tree = ast.parse(open(p).read())\n"
