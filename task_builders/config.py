@@ -27,6 +27,7 @@ Example:
     code_repeats = 3            # code_change: runs before and after the fix that decide FAIL_TO_PASS
     code_ticketless = true      # code_change: also fixing commits without a ticket ("Fix #974: ...")
     code_max_candidates = 0     # code_change: measure at most this many candidates (0: all)
+    code_parallel = 2           # code_change: candidates measured at once (a sandbox session each)
 
 Invariant: an unknown key or a wrong type is a one-line error naming the file, the key and the fix.
 """
@@ -82,6 +83,7 @@ class DatasetConfig(BaseModel):
     code_repeats: int = Field(3, ge=1, le=10)
     code_ticketless: bool = True
     code_max_candidates: int = Field(0, ge=0)
+    code_parallel: int = Field(2, ge=1, le=32)
 
     @field_validator("code_python")
     @classmethod

@@ -29,7 +29,8 @@ The task:
   test_patch, the files the verifier restores, the modules it runs, FAIL_TO_PASS, PASS_TO_PASS).
 
 Running the test sets needs a sandbox: `BuildContext.sandbox` (the tasks stage passes the run's); without
-one every candidate is rejected with that reason. Measurements are cached by content under
+one every candidate is rejected with that reason. `code_parallel` candidates are measured at once (each in
+its own session, limited to one CPU by the sandbox). Measurements are cached by content under
 `<world>/code/measure`, so a re-run of the stage runs nothing again.
 """
 
@@ -45,6 +46,7 @@ import tarfile
 import tempfile
 import textwrap
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,20 +104,26 @@ class CodeChange(Family):
         limit = ctx.config.code_max_candidates
         taken = 0
         branches: dict[str, Branches] = {}
+        todo: list[Candidate] = []
         for c in cands:
             if isinstance(c, Rejection):
                 yield c
-                continue
-            if limit and taken >= limit:
+            elif limit and taken >= limit:
                 yield self.reject(ctx, c.item, "over code_max_candidates", f"limit {limit}")
-                continue
-            taken += 1
-            try:
-                yield self._draft(ctx, c, branches)
-            except (GitWorldError, codeenv.EnvError) as exc:
-                yield self.reject(ctx, c.item, "repository could not be read at the fix", str(exc))
-            except SandboxError as exc:
-                yield self.reject(ctx, c.item, "the tests could not be run", str(exc))
+            else:
+                taken += 1
+                todo.append(c)
+        # candidates are measured `code_parallel` at a time (each in its own sandbox session), in order
+        with ThreadPoolExecutor(max_workers=ctx.config.code_parallel) as pool:
+            yield from pool.map(lambda c: self._draft_or_reason(ctx, c, branches), todo)
+
+    def _draft_or_reason(self, ctx: BuildContext, c: Candidate, branches: dict[str, Branches]) -> Draft | Rejection:
+        try:
+            return self._draft(ctx, c, branches)
+        except (GitWorldError, codeenv.EnvError) as exc:
+            return self.reject(ctx, c.item, "repository could not be read at the fix", str(exc))
+        except SandboxError as exc:
+            return self.reject(ctx, c.item, "the tests could not be run", str(exc))
 
     # -- candidates --------------------------------------------------------------------------------------------
 
