@@ -11,7 +11,8 @@ from pathlib import Path
 
 
 def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False, real: str | None = None,
-        show: bool = False, input: str = "sample") -> int:
+        show: bool = False, input: str = "sample", exports: str | None = None, dataset: str | None = None,
+        limit: int = 0) -> int:
     if what == "ingest":
         from bench.ingest import bench_ingest
 
@@ -35,4 +36,8 @@ def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False
         from bench.privacy import bench_privacy
 
         return bench_privacy(real, show)
-    raise ValueError(f"unknown benchmark {what!r}; choose: ingest, anonymize, embed, worlds, privacy")
+    if what == "code":
+        from bench.code import bench_code
+
+        return bench_code(scale, out, exports, dataset, limit)
+    raise ValueError(f"unknown benchmark {what!r}; choose: ingest, anonymize, embed, worlds, privacy, code")

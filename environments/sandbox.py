@@ -617,8 +617,11 @@ class DockerSandbox(Sandbox):
                 f"{deadline_s:.0f}"]
 
     def prune(self, keep_world_ids: set[str]) -> list[str]:
+        """Task images whose world, and environment images (environments.codeenv) whose key, is not kept."""
+        from environments.codeenv import prune_env_images
+
         home = self.image_labels.get("taskmine.home")
-        return prune_task_images(home, keep_world_ids) if home else []
+        return prune_task_images(home, keep_world_ids) + prune_env_images(home, keep_world_ids) if home else []
 
     def session(self, world_dir: Path | None = None, *, deadline_s: float = 600, image: str | None = None,
                 mounts: tuple[Mount, ...] = (), env: dict[str, str] | None = None) -> DockerSession:

@@ -17,6 +17,7 @@ from pathlib import Path
 from environments import actions as A
 from environments.episode import Episode
 from environments.sandbox import SandboxError
+from graders import verifier
 from graders.rubric import Context, grade
 from warehouse.ids import content_hash
 from warehouse.schemas import Task, Validation
@@ -32,7 +33,11 @@ def reference_calls(task: Task) -> list[A.Tool]:
 
 
 def oracle_command(task: Task) -> str:
-    """The reference replayed through the `company` CLI, one command per call."""
+    """The reference replayed through the `company` CLI, one command per call (a code change: its patch
+    applied by a shell command, graders.verifier)."""
+    patch = verifier.oracle_command(task)
+    if patch is not None:
+        return patch
     return " && ".join(c.cli() for c in reference_calls(task)) or "true"
 
 
@@ -69,9 +74,15 @@ def run_once(task: Task, worlds_dir: Path, sandbox, run_kind: str, command: str,
     base = dict(validation_id=vid, task_id=task.task_id, dataset=task.dataset, run_kind=run_kind, attempt=attempt,
                 sandbox=sandbox.kind)
     reference = run_kind in ("oracle", "null") or run_kind.startswith("probe:")
+    spec = verifier.spec_of(task)     # a task with a verifier phase (code_change) runs it after the agent
+    extra: dict = {}
     try:
-        with Episode(worlds_dir, task.world, sandbox, deadline_s=timeout_s + 300, llm=llm) as ep:
+        image = verifier.environment(spec, sandbox, worlds_dir) if spec else None
+        deadline = timeout_s + 300 + (spec.timeout_s + 300 if spec else 0)
+        with Episode(worlds_dir, task.world, sandbox, deadline_s=deadline, image=image, llm=llm) as ep:
             result = ep.exec(command, timeout_s=timeout_s)
+            if spec is not None:
+                extra["verifier"] = verifier.verify(ep.session, spec, worlds_dir)
             actions = ep.actions
             digest = ep.session.image_digest if ep.session else None
             view = ep.tools.view if ep.tools else None
@@ -83,7 +94,9 @@ def run_once(task: Task, worlds_dir: Path, sandbox, run_kind: str, command: str,
         return Validation(**base, score=None, error_class="timeout", message=f"killed after {timeout_s}s")
     from graders.communication import judge_context
 
-    g = grade(task.rubric, actions, judge_context(view, llm) if llm is not None else Context(view=view))
+    context = judge_context(view, llm) if llm is not None else Context(view=view)
+    context.extra = extra
+    g = grade(task.rubric, actions, context)
     notes = [g.message] if g.message else []
     if g.score is not None:
         notes.append(f"graded {g.mode}: {g.summary()}")

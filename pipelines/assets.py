@@ -112,17 +112,20 @@ def world(context: AssetExecutionContext, warehouse: WarehouseResource):
 
 
 @asset(partitions_def=datasets, group_name="families", deps=[work_items, clusters, world],
-       description="Candidate tasks per family (triage, commit link, e-mail reply, chat answer, resolution note): "
-                   "prompt, cutoff into the world, reference actions, rubric; each proves its answer is nowhere the "
-                   "agent can reach. With a model (the llm resource): rewritten instructions, judge checks.")
+       description="Candidate tasks per family (triage, commit link, e-mail reply, chat answer, resolution note, "
+                   "code change): prompt, cutoff into the world, reference actions, rubric; each proves its answer "
+                   "is nowhere the agent can reach (code change also measures its tests in the sandbox). With a "
+                   "model (the llm resource): rewritten instructions, judge checks.")
 @stage
-def tasks(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource, llm: LLMResource):
+def tasks(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource,
+          sandbox: SandboxResource, llm: LLMResource):
     from task_builders.config import load_config
 
     ds = context.partition_key
+    store = warehouse.store()
     client = llm.client()
-    return _result(flow.tasks(warehouse.store(), ds, load_config(exports.dataset_dir(ds)), llm=client),
-                   llm=client.describe())
+    return _result(flow.tasks(store, ds, load_config(exports.dataset_dir(ds)), sandbox=sandbox.get(home=store.home),
+                              llm=client), llm=client.describe())
 
 
 @asset(partitions_def=datasets, group_name="validation", deps=[tasks],

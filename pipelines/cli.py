@@ -30,6 +30,7 @@ EXAMPLES = """examples:
   taskmine bench ingest --scale 50
   taskmine bench embed --scale 10          # cached embeddings vs plain sentence-transformers
   taskmine bench worlds --scale 5          # one world per dataset vs a full copy per task
+  taskmine bench code --exports ~/exports --dataset mit --limit 40   # environments, test sets, validation
 """
 
 
@@ -279,8 +280,9 @@ def cmd_bench(args) -> int:
     _env(args)
     from bench import run as bench_run
 
-    return bench_run(args.what, scale=args.scale, out=args.out, memory=args.memory, real=args.real, show=args.show,
-                     input=args.input)
+    scale = args.scale if args.scale is not None else (1 if args.what == "code" else 50)
+    return bench_run(args.what, scale=scale, out=args.out, memory=args.memory, real=args.real, show=args.show,
+                     input=args.input, exports=args.exports, dataset=args.dataset, limit=args.limit)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -355,9 +357,9 @@ def parser() -> argparse.ArgumentParser:
         pl.add_argument("action", choices=["list"])
         pl.set_defaults(fn=cmd_plugins)
 
-    b = sub.add_parser("bench", help="benchmarks: ingest, anonymize, embed, worlds, privacy")
-    b.add_argument("what", choices=["ingest", "anonymize", "embed", "worlds", "privacy"])
-    b.add_argument("--scale", type=int, default=50)
+    b = sub.add_parser("bench", help="benchmarks: ingest, anonymize, embed, worlds, privacy, code")
+    b.add_argument("what", choices=["ingest", "anonymize", "embed", "worlds", "privacy", "code"])
+    b.add_argument("--scale", type=int, default=None, help="sample size (default 50; code: 1)")
     b.add_argument("--out", help="folder for the generated input (default: a temp folder)")
     b.add_argument("--memory", action="store_true", help="also peak RSS per extractor at --scale and 10x it")
     b.add_argument("--input", choices=["sample", "real-mail"], default="sample",
@@ -366,6 +368,9 @@ def parser() -> argparse.ArgumentParser:
                                   "(default ../shared/data/real)")
     b.add_argument("--show", action="store_true",
                    help="privacy: print every miss and changed word with its context (real names: terminal only)")
+    b.add_argument("--exports", help="code: a folder of datasets to measure instead of the sample")
+    b.add_argument("--dataset", help="code: the dataset folder under --exports")
+    b.add_argument("--limit", type=int, default=0, help="code: measure at most this many candidates (0: all)")
     b.set_defaults(fn=cmd_bench)
     return p
 

@@ -18,6 +18,16 @@ Example:
     cluster_method = "agglomerative"  # or "hdbscan" (families of work items)
     cluster_distance = 0.5      # cosine distance at which the agglomerative tree is cut
     test_after = ""             # ISO date: every item after it is test (time split), on top of split_by
+    code_python = "3.11"        # code_change: the tests' interpreter (the sandbox image has Debian's 3.11)
+    code_install = ["hypothesis<7"]  # code_change: more to install for the tests (PyPI specifiers / npm packages)
+    code_requirements = ["requirements/test.txt"]  # code_change: the repository's own files of requirements
+    code_test = ""              # code_change: test command; runs $TASKMINE_TESTS, writes JUnit XML to
+                                #   $TASKMINE_JUNIT ("" = pytest, which also runs unittest tests)
+    code_timeout_s = 300        # code_change: one run of the touched test modules
+    code_repeats = 3            # code_change: runs before and after the fix that decide FAIL_TO_PASS
+    code_ticketless = true      # code_change: also fixing commits without a ticket ("Fix #974: ...")
+    code_max_candidates = 0     # code_change: measure at most this many candidates (0: all)
+    code_parallel = 2           # code_change: candidates measured at once (a sandbox session each)
 
 Invariant: an unknown key or a wrong type is a one-line error naming the file, the key and the fix.
 """
@@ -65,6 +75,33 @@ class DatasetConfig(BaseModel):
     cluster_method: Literal["agglomerative", "hdbscan"] = "agglomerative"
     cluster_distance: float = Field(0.5, gt=0, lt=2)
     test_after: str = ""
+    code_python: str = ""
+    code_install: tuple[str, ...] = ()
+    code_requirements: tuple[str, ...] = ()
+    code_test: str = ""
+    code_timeout_s: float = Field(300.0, gt=0, le=3600)
+    code_repeats: int = Field(3, ge=1, le=10)
+    code_ticketless: bool = True
+    code_max_candidates: int = Field(0, ge=0)
+    code_parallel: int = Field(2, ge=1, le=32)
+
+    @field_validator("code_python")
+    @classmethod
+    def _python(cls, v: str) -> str:
+        from environments.codeenv import IMAGE_PYTHON
+
+        if v and v != IMAGE_PYTHON:
+            raise ValueError(f"code_python {v!r}: the sandbox image has Python {IMAGE_PYTHON} only (Debian "
+                             f"bookworm); set \"{IMAGE_PYTHON}\" or remove the key")
+        return v
+
+    @field_validator("code_test")
+    @classmethod
+    def _test(cls, v: str) -> str:
+        if v and "TASKMINE_JUNIT" not in v:
+            raise ValueError("code_test must write its JUnit XML report to $TASKMINE_JUNIT (results are read "
+                             "from the runner's report, never from its output)")
+        return v
 
     @field_validator("test_after")
     @classmethod

@@ -352,9 +352,11 @@ def _tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
 
 
-def tasks(store: Store, dataset: str, config: DatasetConfig, llm=None) -> StageResult:
-    """Every enabled family's tasks. `llm` (the run's llm.LLM, optional) rewrites instructions and grades the
-    judge checks of the self-check; without one the families take their no-model path."""
+def tasks(store: Store, dataset: str, config: DatasetConfig, sandbox=None, llm=None) -> StageResult:
+    """Every enabled family's drafts, sealed into tasks. `sandbox` lets families that run code while they
+    build (code_change measures its tests) do so; without it they reject those candidates with the reason.
+    `llm` (the run's llm.LLM, optional) rewrites instructions and grades the judge checks of the self-check;
+    without one the families take their no-model path."""
     from environments.world import World
     from task_builders import world as worldbuild
     from task_builders.families import seal
@@ -393,7 +395,7 @@ def tasks(store: Store, dataset: str, config: DatasetConfig, llm=None) -> StageR
             continue
         mine = [i for i in items if i.kind in family.kinds]
         ctx = BuildContext(dataset, events, mine, store.worlds(dataset), config, repos, splits,
-                           World(wf) if wf.exists() else None, llm)
+                           World(wf) if wf.exists() else None, sandbox=sandbox, llm=llm)
         drafts = []
         for out in family.build(ctx):
             per_family[(name, "candidates")] += 1
@@ -454,7 +456,9 @@ def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress:
             progress(f"validated {i}/{len(todo)} {task.family} {task.task_id[:10]}: "
                      f"{'ok' if verdict.valid else verdict.reason}")
     # images no current task (of any dataset in this home) uses any more
-    pruned = sandbox.prune({t.world_hash for ds in store.datasets("tasks") for t in store.iter("tasks", ds)})
+    # (and environment images no current task names: world["env"]["key"])
+    pruned = sandbox.prune({k for ds in store.datasets("tasks") for t in store.iter("tasks", ds)
+                            for k in (t.world_hash, (t.world.get("env") or {}).get("key")) if k})
     verdicts = verdicts_by_task(rows, all_tasks)
     rejected = [Rejection(dataset=dataset, stage="validated", family=t.family, subject_id=t.task_id,
                           reason=verdicts[t.task_id][1].split(":")[0], detail=verdicts[t.task_id][1])

@@ -136,6 +136,9 @@ def _make() -> None:
         "task_builders.families.triage", "task_builders.families.commit_link",
         "task_builders.families.email_reply", "task_builders.families.chat_answer",
         "task_builders.families.resolution_note",
+        "task_builders.families.code_change",
     ))
-    REGISTRIES["check"] = Registry("check", "checks", ("graders.checks", "graders.communication"))
+    REGISTRIES["check"] = Registry("check", "checks", (
+        "graders.checks", "graders.communication", "graders.code_checks",
+    ))
     REGISTRIES["sandbox"] = Registry("sandbox", "sandboxes", ("environments.sandbox",))

@@ -91,6 +91,19 @@ def test_funnel_matches_the_ground_truth(pipeline):
         sum(1 for i in issues if i["triage"] and rep[i["key"]])
     assert len(link) + sum(f == "commit_link" for f, _ in probed) == \
         sum(1 for i in issues if i["fixing_commits"] and rep[i["key"]])
+    # code change: every ticket whose fixing commits change code and tests, one task per fix
+    repo = pipeline["exports"] / "acme" / "repo"
+
+    def changed(shas):
+        out = subprocess.run(["git", "-C", str(repo), "show", "--name-only", "--format=", *shas],
+                             capture_output=True, text=True, check=True).stdout.split()
+        return any(p.startswith("tests/") for p in out) and any(p.endswith(".py") and not p.startswith("tests/")
+                                                                 for p in out)
+
+    eligible = {i["key"] for i in issues if i["fixing_commits"] and rep[i["key"]] and changed(i["fixing_commits"])}
+    code = [t for t in tasks if t.family == "code_change"]
+    assert eligible and {k for t in code for k in t.reference["code"]["tickets"]} == eligible
+    assert all(t.reference["code"]["FAIL_TO_PASS"] for t in code)
     ds = load_dataset(pipeline["pub"])
     assert ds.manifest["tasks"] == len(tasks) == ds.table.num_rows
     assert ds.manifest["counts"]["validated"] == len(tasks)
@@ -164,7 +177,12 @@ def test_second_run_adds_nothing_and_is_byte_identical(pipeline):
 def test_lab_reads_it_with_plain_duckdb(pipeline):
     pub = pipeline["pub"]
     rows = duckdb.sql(f"select family, count(*) from '{pub / 'tasks.parquet'}' group by 1 order by 1").fetchall()
-    assert [r[0] for r in rows] == ["chat_answer", "commit_link", "email_reply", "resolution_note", "ticket_triage"]
+    assert [r[0] for r in rows] == ["chat_answer", "code_change", "commit_link", "email_reply", "resolution_note",
+                                    "ticket_triage"]
+    swe = duckdb.sql(f"select instance_id, repo, base_commit, patch, test_patch, problem_statement, FAIL_TO_PASS, "
+                     f"PASS_TO_PASS, created_at, version from '{pub / 'tasks.parquet'}' where family = 'code_change'"
+                     ).fetchall()
+    assert swe and all(all(v for v in row[:7]) and json.loads(row[6]) for row in swe)
     manifest = json.loads((pub / "manifest.json").read_text())
     assert all(len(h) == 64 for h in manifest["files"].values())
     bundles = list(pub.glob("world/git/*.bundle"))
@@ -182,6 +200,8 @@ def test_a_lab_runs_a_task_with_the_published_tools(pipeline):
 
     ds = load_dataset(pipeline["pub"])
     for row in ds.tasks():
+        if row["family"] == "code_change":   # graded by its tests in the verifier phase (tests/task_builders)
+            continue
         tools = ds.tools(row["task_id"], cache=pipeline["store"].home.parent / "lab-cache")
         for call in row["reference"]["actions"]:
             call = A.CALL.validate_python(call)

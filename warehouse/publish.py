@@ -44,12 +44,34 @@ class LeakError(RuntimeError):
         super().__init__(f"leak audit of the files to publish: {report.summary()}")
 
 
+# The columns SWE-bench tooling reads, filled for code-change tasks (null for the other families):
+# FAIL_TO_PASS and PASS_TO_PASS are JSON lists of test ids, as in SWE-bench's own files.
+SWE_COLUMNS = [(name, pa.string()) for name in ("instance_id", "repo", "base_commit", "patch", "test_patch",
+                                                  "problem_statement", "FAIL_TO_PASS", "PASS_TO_PASS", "created_at",
+                                                  "version")]
+
+
+def swe_columns(t: Task) -> dict[str, str | None]:
+    """SWE-bench's columns of a code-change task (reference["code"]); every value None for other tasks."""
+    code = (t.reference or {}).get("code")
+    if not code:
+        return {name: None for name, _ in SWE_COLUMNS}
+    return {"instance_id": f"{t.dataset}__{code['repo']}-{code['fix_commit'][:12]}", "repo": code["repo"],
+            "base_commit": code["base_commit"], "patch": code.get("patch", ""),
+            "test_patch": code.get("test_patch", ""),
+            "problem_statement": code.get("problem_statement") or t.prompt,
+            "FAIL_TO_PASS": json.dumps(code.get("FAIL_TO_PASS") or []),
+            "PASS_TO_PASS": json.dumps(code.get("PASS_TO_PASS") or []), "created_at": code.get("created_at"),
+            "version": ((t.world or {}).get("env") or {}).get("key")}
+
+
 TASK_COLUMNS = pa.schema([
     ("task_id", pa.string()), ("dataset", pa.string()), ("family", pa.string()), ("split", pa.string()),
     ("prompt", pa.string()), ("cutoff", pa.timestamp("us", tz="UTC")), ("world_dir", pa.string()),
     ("world_hash", pa.string()), ("world_manifest", pa.string()), ("reference", pa.string()),
     ("rubric", pa.string()), ("lineage", pa.list_(pa.string())), ("canary", pa.string()),
     ("validation", pa.string()),
+    *SWE_COLUMNS,
 ])
 
 
@@ -86,6 +108,7 @@ def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: st
             "world_manifest": canonical_json({k: v for k, v in t.world.items() if k != "view"}),
             "reference": canonical_json(t.reference), "rubric": canonical_json(t.rubric),
             "lineage": t.lineage, "canary": t.canary, "validation": canonical_json(validation.get(t.task_id, {})),
+            **swe_columns(t),
         })
     pq.write_table(pa.Table.from_pylist(rows, schema=TASK_COLUMNS), stage / "tasks.parquet", compression="zstd")
     (stage / "README.md").write_text(_card(dataset, version, tasks, funnel), encoding="utf-8")

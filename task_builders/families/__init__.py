@@ -27,7 +27,7 @@ import datetime as dt
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,8 @@ class BuildContext:
     repos: dict[str, dict] = field(default_factory=dict)  # world repository name -> {"path", "sha_map", "slug"}
     splits: dict[str, tuple[str, str]] = field(default_factory=dict)  # item_id -> (split, canary) from clusters
     world: World | None = None
-    llm: Any = None                       # the run's llm.LLM (instruction rewrites, judge checks), or None
+    sandbox: Any = None      # environments.sandbox.Sandbox: families that run code while building (code_change)
+    llm: Any = None          # llm.LLM: instruction rewrites, judge checks, statements written with a model
 
     def by_kind(self, kind: str) -> list[Event]:
         return [e for e in self.events.values() if e.kind == kind]
@@ -249,15 +250,19 @@ def replay_log(view: WorldView | None, d: Draft, calls: list[A.Tool] | None = No
 
 def self_grade(view: WorldView | None, d: Draft, calls: list[A.Tool] | None = None, context: Context | None = None):
     """(oracle grade, null grade): the reference (or `calls`) replayed through an in-process tool server;
-    nothing."""
+    nothing. A family whose checks read a verifier phase (code_change) gives the results its own sandbox runs
+    measured for the real outcome and for doing nothing (meta["self_grade"])."""
     errors: list[str] = []
     actions = replay_log(view, d, calls, errors)
     context = context or Context(view=view)
+    measured = d.meta.get("self_grade") or {}
+    if measured:
+        context = replace(context, extra=measured.get("oracle") if calls is None else {})
     oracle = grade(d.rubric, actions, context)
     if errors:
         oracle.message = (oracle.message + f" reference calls refused: {errors[0][:200]}").strip()
         oracle.score = 0.0 if oracle.score is not None else None
-    return oracle, grade(d.rubric, [], context)
+    return oracle, grade(d.rubric, [], replace(context, extra=measured.get("null") or {}) if measured else context)
 
 
 def _task(ctx: BuildContext, family: Family, d: Draft, git_world: dict[str, dict]) -> Task:
@@ -269,7 +274,8 @@ def _task(ctx: BuildContext, family: Family, d: Draft, git_world: dict[str, dict
              "world_key": ctx.world.key() if ctx.world else None, **d.meta.get("world", {})}
     wh = content_hash("world", world)
     reference = {"actions": [c.model_dump(mode="json", exclude_none=True) for c in d.reference],
-                 "probes": [p.to_json() for p in d.probes], **{k: v for k, v in d.meta.items() if k != "world"}}
+                 "probes": [p.to_json() for p in d.probes],
+                 **{k: v for k, v in d.meta.items() if k not in ("world", "self_grade")}}
     body = {"dataset": ctx.dataset, "family": family.name, "item": d.item.item_id, "prompt": d.prompt,
             "world": wh, "reference": reference, "rubric": d.rubric.model_dump(mode="json")}
     task_id = content_hash("task", body)[:32]
