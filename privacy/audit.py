@@ -327,8 +327,14 @@ def _texts(path: Path) -> Iterator[tuple[str, str, str]]:
         for name in table.column_names:
             kind = "prose" if name in PROSE_COLUMNS else "field"
             for i, v in enumerate(table.column(name).to_pylist()):
-                if v is not None:
+                if v is None:
+                    continue
+                doc = _json_value(v)
+                if doc is None:
                     yield f"column {name} row {i}", str(v), kind
+                else:  # a JSON column (reference, rubric, world): its strings, so an escape (\n) glues nothing
+                    for pointer, value, key in _strings(doc, ""):
+                        yield f"column {name} row {i} {pointer}", value, "field" if key else kind
         return
     if path.suffix == ".bundle":
         with tempfile.TemporaryDirectory() as tmp:
@@ -356,6 +362,17 @@ def _texts(path: Path) -> Iterator[tuple[str, str, str]]:
     kind = "prose" if path.suffix in (".md", ".txt", ".eml") else "text"
     for offset in range(0, max(len(data), 1), 1 << 20):
         yield f"bytes {offset}", data[offset:offset + (1 << 20)].decode("utf-8", "replace"), kind
+
+
+def _json_value(v) -> dict | list | None:
+    """The JSON object or array a string column holds, else None (plain text, or JSON that does not parse)."""
+    if not isinstance(v, str) or not v.lstrip().startswith(("{", "[")):
+        return None
+    try:
+        doc = json.loads(v)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, (dict, list)) else None
 
 
 def _json_lines(data: bytes) -> Iterator[tuple[str, str, str]]:

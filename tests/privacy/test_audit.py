@@ -121,3 +121,22 @@ def test_the_published_world_documents_are_read_record_by_record(tmp_path, real_
 def test_manifest_listings_are_not_read_as_secrets(tmp_path, secret):
     (tmp_path / "manifest.json").write_text(json.dumps({"files": {"auth.py": "a" * 64}}))
     assert audit(tmp_path / "manifest.json", Rules([], secrets=secret)).ok
+
+
+def test_json_columns_of_parquet_are_read_as_json(tmp_path):
+    """A task's reference is JSON in a string column: a probe's file text "...\\n@pytest.hookimpl" is escaped
+    there as `\\n@pytest...`, which read as raw text looks like the address n@pytest.hookimpl (the sample's
+    code_change tasks failed publish on it). The strings inside are scanned, so a real address still is a hit."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rules = Rules.of(_anonymizer())
+    probe = {"probes": [{"name": "runner_config", "command": "printf 'import pytest\n@pytest.hookimpl(x)\n'"}]}
+    root = tmp_path / "pub"
+    root.mkdir()
+    pq.write_table(pa.table({"reference": [json.dumps(probe)]}), root / "tasks.parquet")
+    assert audit(root, rules).ok, audit(root, rules).summary()
+    probe["probes"].append({"name": "x", "command": "mail john.whitaker@gmail.example"})
+    pq.write_table(pa.table({"reference": [json.dumps(probe)]}), root / "tasks.parquet")
+    hits = audit(root, rules).hits
+    assert [h.kind for h in hits] == ["email"] and "/probes/1/command" in hits[0].where
