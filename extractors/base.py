@@ -23,7 +23,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from warehouse.ids import content_hash, event_id
-from warehouse.schemas import Event, Quarantine
+from warehouse.schemas import MEDIA, Event, Quarantine
 
 Row = Event | Quarantine
 ENTRY_POINT_GROUP = "taskmine.extractors"
@@ -41,6 +41,8 @@ class Extractor(ABC):
 
     name: ClassVar[str] = ""              # registry name, e.g. "jira_json"
     source: ClassVar[str] = ""            # Event.source, e.g. "jira"
+    medium: ClassVar[str] = ""            # Event.medium, one of warehouse.schemas.MEDIA: what mining reads it as
+    directory: ClassVar[bool] = False     # its accounts are a directory's (one per person: Jira, Slack users)
     patterns: ClassVar[tuple[str, ...]] = ()  # glob patterns of the files it reads (for `detect`)
     Config: ClassVar[type[ExtractorConfig]] = ExtractorConfig
 
@@ -86,6 +88,12 @@ class Extractor(ABC):
 
     # -- helpers for subclasses --------------------------------------------------------------------
     def event(self, *, kind: str, native_id: str, **fields) -> Event:
+        """An event of this source; its `medium` is the class's unless the record says otherwise. Set
+        `automated` when the source itself says a machine wrote the record (a bot flag, an auto-reply header)."""
+        medium = fields.setdefault("medium", self.medium)
+        if medium and medium not in MEDIA:  # "" is allowed: the events reach the world, mining makes nothing of them
+            raise ValueError(f"{type(self).__name__}.medium must be one of {', '.join(MEDIA)} (what mining reads "
+                             f"its events as), not {medium!r}")
         return Event(event_id=event_id(self.dataset, self.source, native_id), dataset=self.dataset,
                      source=self.source, kind=kind, native_id=native_id, ingest_run_id=self.run_id,
                      **fields)

@@ -239,6 +239,7 @@ class GitExtractor(Extractor):
     """Commits of a git repository (work tree or bare) -> one `commit` event each, with its patch."""
 
     source: ClassVar[str] = "git"
+    medium: ClassVar[str] = "code"
     patterns: ClassVar[tuple[str, ...]] = ()
     label: ClassVar[str] = "git repository"
     expects: ClassVar[str] = "git repositories (folders with .git, or bare, or git bundle files)"

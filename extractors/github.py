@@ -127,6 +127,8 @@ class GitHubJsonExtractor(Extractor):
     """GitHub REST JSON of issues, pull requests, comments and timeline events -> events."""
 
     source: ClassVar[str] = "github"
+    medium: ClassVar[str] = "tracker"
+    directory: ClassVar[bool] = True
     patterns: ClassVar[tuple[str, ...]] = ("*.json",)
     label: ClassVar[str] = "GitHub JSON"
     expects: ClassVar[str] = "GitHub REST issue, pull request, comment or timeline files (*.json)"

@@ -102,6 +102,8 @@ class JiraJsonExtractor(Extractor):
     """Jira issues (REST v2 JSON: single issue, search page, array, Perceval output) -> events."""
 
     source: ClassVar[str] = "jira"
+    medium: ClassVar[str] = "tracker"
+    directory: ClassVar[bool] = True
     patterns: ClassVar[tuple[str, ...]] = ("*.json",)
     label: ClassVar[str] = "Jira JSON"
     expects: ClassVar[str] = "Jira REST v2 issue or search-page files (*.json)"

@@ -44,6 +44,7 @@ class {cls}Config(ExtractorConfig):
 @register_extractor("{name}")
 class {cls}Extractor(Extractor):
     source = "{name}"
+    medium = "chat"  # what mining reads its events as: tracker, mail, chat or code (warehouse.schemas.MEDIA)
     patterns = ("*.{name}.jsonl",)
     Config = {cls}Config
 

@@ -350,6 +350,8 @@ class SlackExportExtractor(Extractor):
     """A Slack workspace export, zipped or unpacked -> one event per message."""
 
     source: ClassVar[str] = "slack"
+    medium: ClassVar[str] = "chat"
+    directory: ClassVar[bool] = True
     patterns: ClassVar[tuple[str, ...]] = ("*.zip",)
     label: ClassVar[str] = "Slack export"
     expects: ClassVar[str] = "a Slack export (its .zip, or the folder with users.json, channels.json and " \
@@ -544,10 +546,22 @@ class SlackExportExtractor(Extractor):
         actor = author["handle"] if author else None
         recipients = [f"slack:{u}" for u in channel.members if channel.type in ("dm", "mpim") and u != uid]
         return self.event(kind=kind, native_id=native_id, thread_key=f"slack:{channel.id}:{root_ts[0]}",
-                          parent_id=parent, ts=ts[1], actor=actor,
+                          parent_id=parent, ts=ts[1], actor=actor, automated=_automated(kind, subtype, is_bot),
                           actor_name=(author["real_name"] or author["display_name"]) if author else None,
                           recipients=recipients, body=body or None, attrs=attrs,
                           provenance={"file": ctx.file, "member": ctx.member, "offset": item.offset})
+
+
+# Subtypes Slack writes itself (joins, topic changes, pins) or that a bot integration posts.
+NOTICES = {"channel_join", "channel_leave", "channel_topic", "channel_purpose", "channel_name", "channel_archive",
+           "channel_unarchive", "pinned_item", "bot_message", "bot_add", "bot_remove", "reminder_add", "tombstone"}
+
+
+def _automated(kind: str, subtype: str | None, bot: bool) -> str:
+    """Event.automated of a Slack message: Slack's own notices and bots' posts."""
+    if kind in NOTICES or (subtype or "") in NOTICES:
+        return f"slack {subtype or kind}"
+    return "slack bot" if bot else ""
 
 
 @dataclass(frozen=True)

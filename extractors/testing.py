@@ -38,7 +38,7 @@ import pytest
 
 from extractors.base import Extractor, Row, registry
 from warehouse.ids import event_id
-from warehouse.schemas import Event, Quarantine, to_table
+from warehouse.schemas import MEDIA, Event, Quarantine, to_table
 
 ROLES = {"author", "committer", "reporter", "assignee", "creator", "commenter", "changelog_author", "from",
          "to", "cc", "bcc", "sender", "mentioned", "reviewer", "actor"}
@@ -82,6 +82,9 @@ class ExtractorContract:
         assert self.extractor.name, "decorate the class with @register_extractor(name)"
         assert reg[self.extractor.name].cls is self.extractor
         assert self.extractor.source, "set the class attribute `source`"
+        assert self.extractor.medium in MEDIA, (f"set the class attribute `medium` to one of {', '.join(MEDIA)}: "
+                                                "what mining reads the events as (a chat connector's messages "
+                                                "become chat_answer work items with no change to mining)")
 
     def test_registered_without_the_test_importing_it(self):
         """A fresh interpreter sees the name: the module is wired into `_load_builtins` or an entry point."""

@@ -153,11 +153,12 @@ def cmd_extractors(args) -> int:
     from extractors.base import registry
 
     if args.action == "list":
-        rows = [(name, reg.cls.source, ",".join(reg.cls.patterns) or "(folders)", reg.origin)
-                for name, reg in registry().items()]
-        widths = [max(len(r[i]) for r in [("name", "source", "patterns", "origin"), *rows]) for i in range(3)]
-        for r in [("name", "source", "patterns", "origin"), *rows]:
-            print("  ".join(f"{v:<{w}}" for v, w in zip(r, widths)) + "  " + r[3])
+        head = ("name", "source", "medium", "patterns", "origin")
+        rows = [(name, reg.cls.source, reg.cls.medium or "(none)", ",".join(reg.cls.patterns) or "(folders)",
+                 reg.origin) for name, reg in registry().items()]
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
+        for r in [head, *rows]:
+            print("  ".join(f"{v:<{w}}" for v, w in zip(r, widths)) + "  " + r[4])
         return 0
     if args.action == "new":
         if not args.path:

@@ -805,8 +805,8 @@ class Anonymizer:
         q = self.pseudonym(ev.actor)
         mid = self.scrub.message_id
         return ev.model_copy(update={
-            "native_id": mid(ev.native_id) if ev.source == "email" else ev.native_id,
-            "thread_key": mid(ev.thread_key) if ev.source == "email" else ev.thread_key,
+            "native_id": mid(ev.native_id) if ev.medium == "mail" else ev.native_id,
+            "thread_key": mid(ev.thread_key) if ev.medium == "mail" else ev.thread_key,
             "actor": self.handle(ev.actor),
             "actor_name": q.full_name if q else self.scrub(ev.actor_name),
             "recipients": [self.scrub(r) for r in ev.recipients],
@@ -1086,10 +1086,10 @@ class _LowerWords:
 
 
 def message_ids(events: Iterable[Event]) -> set[str]:
-    """Every Message-ID the dataset's e-mail events carry or refer to."""
+    """Every Message-ID the dataset's mail events carry or refer to."""
     out: set[str] = set()
     for ev in events:
-        if ev.source == "email":
+        if ev.medium == "mail":
             out.add(ev.native_id)
             for key in MESSAGE_ID_KEYS:
                 v = ev.attrs.get(key)

@@ -22,7 +22,12 @@ from warehouse.ids import content_hash
 from warehouse.schemas import Event, Identity
 
 
-DIRECTORY_SOURCES = {"jira", "slack", "github"}
+def directory_sources() -> set[str]:
+    """Sources whose accounts are a directory's (one account per person: a tracker's or a chat's users), as their
+    extractors declare (`Extractor.directory`); mail senders and git authors are observed, not listed."""
+    from extractors.base import registry
+
+    return {reg.cls.source for reg in registry().values() if reg.cls.directory}
 
 
 def fold(text: str | None) -> str:
@@ -171,12 +176,13 @@ def resolve(dataset: str, events: Iterable[Event]) -> list[Identity]:
         for n in {fold(n) for n in h.names}:
             if len(n.split()) >= 2:
                 by_name[n].append(h.handle)
+    directories = directory_sources()
     for name, hs in sorted(by_name.items()):
         # Accounts of a directory (Jira, Slack, GitHub users) are distinct people by construction: a name
         # held by two of them is ambiguous and merges nothing. Observed identities (git authors, mail
         # senders) join the one account that carries their full name; with no account to anchor them,
         # a shared name alone is not enough.
-        anchors = sorted({uf.find(x) for x in hs if handles[x].source in DIRECTORY_SOURCES})
+        anchors = sorted({uf.find(x) for x in hs if handles[x].source in directories})
         if len(anchors) != 1:
             if len({uf.find(x) for x in hs}) > 1:
                 why = (f"several {'/'.join(sorted({handles[x].source for x in hs}))} accounts" if anchors

@@ -180,14 +180,14 @@ class _Miner:
         for link in links:
             if link.kind in MENTION_KINDS and link.to_event_id in self.by_id and link.from_event_id in self.by_id:
                 src = self.by_id[link.from_event_id]
-                if src.source in ("email", "slack"):
+                if src.medium in ("mail", "chat"):
                     self.mentions[link.to_event_id].append(src)
 
     def _infer_email_parents(self) -> None:
         """Parents for e-mails whose headers name none we have (see the module docstring): the message whose
         text they quote, else the thread's latest earlier message from someone else when the subject threads
         them. Found parents are added to `children` like header ones."""
-        mails = [e for e in self.events if e.source == "email" and e.kind == "email"]
+        mails = [e for e in self.events if e.medium == "mail"]
         orphans = [e for e in mails if is_reply(e) and (e.parent_id not in self.by_id or is_digest(self.by_id[
             e.parent_id]))]
         if not orphans:
@@ -310,7 +310,7 @@ class _Miner:
             self.skip(kind, e, SKIP_EMPTY)
             return False
         # a reply's subject ("Re: Please reset my password") is its thread's request, not its own
-        reply = is_reply(e) if e.source == "email" else bool(e.parent_id)
+        reply = is_reply(e) if e.medium == "mail" else bool(e.parent_id)
         if not is_request(text if reply else f"{e.title or ''}\n{text}", None if reply else e.title):
             self.skip(kind, e, SKIP_NOT_REQUEST)
             return False
@@ -319,13 +319,13 @@ class _Miner:
     def emails(self) -> list[WorkItem]:
         threads: dict[str, list[Event]] = defaultdict(list)
         for e in self.events:
-            if e.source == "email":
+            if e.medium == "mail":
                 threads[e.thread_key].append(e)
         items = []
         for e in self.events:
-            if e.source != "email" or e.kind != "email" or not self.candidate("email_reply", e):
+            if e.medium != "mail" or not self.candidate("email_reply", e):
                 continue
-            replies = [r for r in self.children.get(e.event_id, []) if r.source == "email"]
+            replies = [r for r in self.children.get(e.event_id, []) if r.medium == "mail"]
             answer = self.answer_of("email_reply", e, replies)
             if answer is None:
                 continue
@@ -344,17 +344,17 @@ class _Miner:
     def chats(self) -> list[WorkItem]:
         channel: dict[str, list[Event]] = defaultdict(list)   # top-level messages per channel, time order
         for e in self.events:
-            if e.source == "slack" and not e.parent_id:
+            if e.medium == "chat" and not e.parent_id:
                 channel[e.attrs.get("channel_id") or ""].append(e)
         keys = {c: [_key(e) for e in es] for c, es in channel.items()}
         channel_window = dt.timedelta(hours=self.config.channel_answer_hours)
         items, answered = [], set()
         for q in self.events:
-            if q.source != "slack" or q.parent_id or q.kind != "message" or not self.candidate("chat_answer", q):
+            if q.medium != "chat" or q.parent_id or q.kind != "message" or not self.candidate("chat_answer", q):
                 continue
             ch = q.attrs.get("channel_id") or ""
             asker = person_of(q)
-            replies = [r for r in self.children.get(q.event_id, []) if r.source == "slack"]
+            replies = [r for r in self.children.get(q.event_id, []) if r.medium == "chat"]
             in_thread = True
             if not any(person_of(r) != asker and not automated(r) for r in replies):
                 # no thread answer: the next channel message by someone else that addresses the asker

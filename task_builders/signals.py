@@ -19,9 +19,6 @@ import re
 
 from warehouse.schemas import Event
 
-SLACK_NOTICES = {"channel_join", "channel_leave", "channel_topic", "channel_purpose", "channel_name",
-                 "channel_archive", "channel_unarchive", "pinned_item", "bot_message", "bot_add", "bot_remove",
-                 "reminder_add", "tombstone"}
 BOT_NAME = re.compile(r"(\[bot\]$|(^|[-_. ])(bot|ci|jenkins|buildbot|travis|github-actions|dependabot|renovate|"
                       r"noreply|no-reply|donotreply|do-not-reply|mailer-daemon|notifications?)($|[-_. @]))", re.I)
 OUT_OF_OFFICE = re.compile(r"^\s*(re:\s*)?(out of (the )?office|ooo\b|automatic reply|auto(matic)?[- ]?reply|"
@@ -62,20 +59,12 @@ def person_of(e: Event) -> str:
 
 
 def automated(e: Event) -> str:
-    """Why `e` was written by a machine ("" when a person wrote it)."""
-    a = e.attrs or {}
-    if e.source == "slack":
-        if e.kind in SLACK_NOTICES or (a.get("subtype") or "") in SLACK_NOTICES:
-            return f"slack {a.get('subtype') or e.kind}"
-        if a.get("bot") or a.get("bot_id"):
-            return "slack bot"
-    if e.source == "email":
-        h = a.get("headers") or {}
-        auto = (h.get("auto-submitted") or "").strip().lower()
-        if auto and auto != "no":
-            return f"auto-submitted: {auto}"
-        if (h.get("precedence") or "").strip().lower() in ("auto_reply", "auto-reply", "junk"):
-            return "precedence: auto_reply"
+    """Why `e` was written by a machine ("" when a person wrote it): what its extractor read in the source
+    (`Event.automated`: a bot flag, an auto-reply header, a join notice), else what its text and sender show
+    whatever the source (an out-of-office reply, a list digest, a bot's account name)."""
+    if e.automated:
+        return e.automated
+    if e.medium in ("mail", "chat"):
         first = (e.body or "").lstrip().split("\n", 1)[0]
         if OUT_OF_OFFICE.match(e.title or "") or OUT_OF_OFFICE.match(first):
             return "out of office"
@@ -88,13 +77,10 @@ def automated(e: Event) -> str:
 
 
 def new_text(e: Event) -> str:
-    """The text `e` adds: no quote of what it replies to, no signature."""
-    if e.source == "email":
-        text = (e.attrs or {}).get("new_text")
-        text = e.body if text is None else text
-    else:
-        text = e.body
-    text = text or ""
+    """The text `e` adds: no quote of what it replies to (`attrs["new_text"]`, which an extractor whose messages
+    quote sets), no signature."""
+    text = (e.attrs or {}).get("new_text")
+    text = (e.body if text is None else text) or ""
     m = SIGNATURE.search("\n" + text)
     if m:
         text = ("\n" + text)[:m.start()]
@@ -118,7 +104,7 @@ def is_reply(e: Event) -> bool:
 def is_digest(e: Event) -> bool:
     """A mailing list's digest: many messages in one (its subject names a volume or issue), not a reply to one."""
     title = e.title or ""
-    return e.source == "email" and bool(DIGEST.search(title)) and not re.match(r"\s*(\[[^\]]*\]\s*)*re\s*:", title,
+    return e.medium == "mail" and bool(DIGEST.search(title)) and not re.match(r"\s*(\[[^\]]*\]\s*)*re\s*:", title,
                                                                               re.I)
 
 

@@ -20,7 +20,7 @@ import typing
 from typing import Annotated, Any, ClassVar, Union
 
 import pyarrow as pa
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
 from warehouse.ids import canonical_json
 
@@ -65,6 +65,13 @@ def _utc(value: dt.datetime | None) -> dt.datetime | None:
 UtcDatetime = Annotated[dt.datetime, AfterValidator(_utc)]
 
 
+MEDIA = ("tracker", "mail", "chat", "code")  # Event.medium: issues and comments, e-mail, chat messages, commits
+# The medium of events the built-in connectors wrote before Event.medium existed (a warehouse from an earlier
+# version, whose unchanged exports are not read again) and of events built by hand without one. Extractors set
+# `medium` themselves (Extractor.medium); nothing downstream reads this table.
+_EARLIER_MEDIA = {"jira": "tracker", "github": "tracker", "email": "mail", "slack": "chat", "git": "code"}
+
+
 class Event(Record):
     """One message, comment, commit or field change, from any source."""
 
@@ -89,6 +96,16 @@ class Event(Record):
     diff: str | None = None          # large artifact text (a commit's diff), capped by the extractor
     provenance: dict[str, Any] = {}  # {"file": ..., "offset": ..., "member": ...}
     ingest_run_id: str = ""
+    # Normalized by the extractor, so that identity, links, mining and signals never branch on source names:
+    medium: str = ""                 # what the source is to the company: one of MEDIA (a chat message: kind "message")
+    automated: str = ""              # why a machine wrote it (bot, auto-reply header, join notice); "" = a person
+
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_medium(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("medium") and data.get("source") in _EARLIER_MEDIA:
+            data = {**data, "medium": _EARLIER_MEDIA[data["source"]]}
+        return data
 
 
 

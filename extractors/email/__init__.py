@@ -108,6 +108,7 @@ def _split_envelope(data: bytes) -> tuple[bytes | None, bytes]:
 
 class _MailExtractor(Extractor):
     source: ClassVar[str] = "email"
+    medium: ClassVar[str] = "mail"
     Config: ClassVar[type[ExtractorConfig]] = EmailConfig
 
     def __init__(self, *args, **kwargs):
@@ -159,6 +160,7 @@ class _MailExtractor(Extractor):
                                parent_id=event_id(self.dataset, self.source, parent) if parent else None,
                                ts=ts, **_actor(mail), recipients=_recipients(mail), title=mail.subject,
                                body=mail.body, attrs=_attrs(mail, native, synthesized, irt, refs, how, ts, date_source),
+                               automated=_automated(mail.headers),
                                provenance={"file": file, "offset": offset, **({"member": member} if member else {})})
         except Exception as e:  # a value the schema refuses: this message only, never the rest of the input
             yield bad("invalid_event", f"the message does not fit the events schema: {type(e).__name__}: {e}")
@@ -199,6 +201,16 @@ def _actor(mail: Mail) -> dict:
 def _recipients(mail: Mail) -> list[str]:
     return list(dict.fromkeys(addr for role in ("to", "cc", "bcc") for _, addr in mail.recipients.get(role, [])
                               if addr))
+
+
+def _automated(headers: dict[str, str]) -> str:
+    """Event.automated of a message whose headers say software sent it (RFC 3834 Auto-Submitted, Precedence)."""
+    auto = (headers.get("auto-submitted") or "").strip().lower()
+    if auto and auto != "no":
+        return f"auto-submitted: {auto}"
+    if (headers.get("precedence") or "").strip().lower() in ("auto_reply", "auto-reply", "junk"):
+        return "precedence: auto_reply"
+    return ""
 
 
 def _attrs(mail: Mail, native: str, synthesized: bool, irt: str | None, refs: list[str], how: str,

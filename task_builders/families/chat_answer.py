@@ -36,7 +36,7 @@ class ChatAnswer(Communication):
             return self.reject(ctx, item, "the real reply has no text of its own")
         in_thread = bool(item.attrs.get("in_thread", True))
         context = [ctx.events[i] for i in item.context_event_ids if i in ctx.events]
-        replies = tools.thread(q, "slack")
+        replies = tools.thread(q, "chat")
         later = [e for e in replies if (e.ts, e.event_id) > (a.ts, a.event_id)]
         persona = tools.persona(a)
         asker = q.actor_name or (q.actor or "").split(":", 1)[-1]

@@ -306,9 +306,9 @@ class Tools:
             if e.thread_key:
                 self.threads.setdefault(e.thread_key, []).append(e)
 
-    def thread(self, e: Event, source: str | None = None) -> list[Event]:
-        """The events of `e`'s thread (of one source), in time order."""
-        return [x for x in self.threads.get(e.thread_key or "", []) if source is None or x.source == source]
+    def thread(self, e: Event, medium: str | None = None) -> list[Event]:
+        """The events of `e`'s thread (of one medium: mail, chat, ...), in time order."""
+        return [x for x in self.threads.get(e.thread_key or "", []) if medium is None or x.medium == medium]
 
     def text(self, value: str | None) -> str:
         return self.translate(value or "") or ""

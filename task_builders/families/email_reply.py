@@ -31,7 +31,7 @@ class EmailReply(Communication):
         reply = ctx.events.get(item.outcome_event_ids[0]) if item.outcome_event_ids else None
         if request is None or reply is None:
             return self.reject(ctx, item, "the request or its reply is not among the anonymized events")
-        thread = tools.thread(request, "email")
+        thread = tools.thread(request, "mail")
         before = [e for e in thread if (e.ts, e.event_id) < (request.ts, request.event_id)]
         later = [e for e in thread if (e.ts, e.event_id) > (reply.ts, reply.event_id)]
         persona = tools.persona(reply)

@@ -44,6 +44,7 @@ from extractors.base import Extractor
 
 class CrmNotes(Extractor):
     source = "crm"
+    medium = "tracker"
     patterns = ("*.crmnotes",)
 
     def iter_records(self, path):
