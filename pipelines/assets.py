@@ -19,6 +19,12 @@ from taskmine import flow
 datasets = DynamicPartitionsDefinition(name="datasets")
 
 
+def _config(context, warehouse: WarehouseResource, exports: ExportsResource):
+    """The partition's DatasetConfig, read once per run (flow.run_config)."""
+    ds = context.partition_key
+    return flow.run_config(warehouse.store(), ds, exports.dataset_dir(ds), context.run_id)
+
+
 def _result(res: flow.StageResult, **extra) -> MaterializeResult:
     md = {k: v for k, v in res.counts.items()}
     if res.preview:
@@ -36,6 +42,7 @@ def _result(res: flow.StageResult, **extra) -> MaterializeResult:
 @stage
 def raw_events(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
     ds = context.partition_key
+    _config(context, warehouse, exports)  # a bad taskmine.toml fails the run here; later stages get this snapshot
     res = flow.ingest(warehouse.store(), ds, exports.dataset_dir(ds), run_id=context.run_id)
     return _result(res, dataset_dir=MetadataValue.path(str(exports.dataset_dir(ds))))
 
@@ -52,7 +59,8 @@ def identities(context: AssetExecutionContext, warehouse: WarehouseResource):
 @stage
 def anonymized_events(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
     ds = context.partition_key
-    return _result(flow.anonymize(warehouse.store(), ds, exports.dataset_dir(ds)))
+    return _result(flow.anonymize(warehouse.store(), ds, exports.dataset_dir(ds),
+                                  _config(context, warehouse, exports)))
 
 
 @asset(partitions_def=datasets, group_name="mining", deps=[anonymized_events],
@@ -68,10 +76,9 @@ def links(context: AssetExecutionContext, warehouse: WarehouseResource):
                    "resolved with a comment. Skipped candidates are counted per source and reason.")
 @stage
 def work_items(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
-    from task_builders.config import load_config
 
     ds = context.partition_key
-    return _result(flow.work_items(warehouse.store(), ds, load_config(exports.dataset_dir(ds))))
+    return _result(flow.work_items(warehouse.store(), ds, _config(context, warehouse, exports)))
 
 
 @asset(partitions_def=datasets, group_name="cluster", deps=[work_items],
@@ -81,10 +88,9 @@ def work_items(context: AssetExecutionContext, warehouse: WarehouseResource, exp
 def clusters(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
     import base64
 
-    from task_builders.config import load_config
 
     ds = context.partition_key
-    res = flow.clusters(warehouse.store(), ds, load_config(exports.dataset_dir(ds)))
+    res = flow.clusters(warehouse.store(), ds, _config(context, warehouse, exports))
     fams = res.extra.get("families", [])
     extra = {"families_table": MetadataValue.md(_families_md(fams))} if fams else {}
     if res.extra.get("map"):
@@ -119,12 +125,11 @@ def world(context: AssetExecutionContext, warehouse: WarehouseResource):
 @stage
 def tasks(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource,
           sandbox: SandboxResource, llm: LLMResource):
-    from task_builders.config import load_config
 
     ds = context.partition_key
     store = warehouse.store()
     client = llm.client()
-    return _result(flow.tasks(store, ds, load_config(exports.dataset_dir(ds)), sandbox=sandbox.get(home=store.home),
+    return _result(flow.tasks(store, ds, _config(context, warehouse, exports), sandbox=sandbox.get(home=store.home),
                               llm=client), llm=client.describe())
 
 
@@ -133,10 +138,9 @@ def tasks(context: AssetExecutionContext, warehouse: WarehouseResource, exports:
 @stage
 def validations(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource,
                 sandbox: SandboxResource, llm: LLMResource):
-    from task_builders.config import load_config
 
     ds = context.partition_key
-    repeats = sandbox.repeats or load_config(exports.dataset_dir(ds)).repeats
+    repeats = sandbox.repeats or _config(context, warehouse, exports).repeats
     store = warehouse.store()
     box = sandbox.get(home=store.home)
     client = llm.client()
@@ -151,10 +155,9 @@ def validations(context: AssetExecutionContext, warehouse: WarehouseResource, ex
                    "quarantined.")
 @stage
 def published_dataset(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
-    from task_builders.config import load_config
 
     ds = context.partition_key
-    result, counts = flow.publish(warehouse.store(), ds, load_config(exports.dataset_dir(ds)))
+    result, counts = flow.publish(warehouse.store(), ds, _config(context, warehouse, exports))
     return MaterializeResult(metadata={
         "path": MetadataValue.path(str(result.path)), "version": result.version, "tasks": result.tasks,
         "new_version": result.created, "funnel": funnel_table(counts)})

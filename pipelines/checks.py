@@ -45,11 +45,10 @@ def events_schema(context: AssetCheckExecutionContext, warehouse: WarehouseResou
                          "(blocking: an export that is mostly unreadable is not mined or published).")
 def quarantine_rate(context: AssetCheckExecutionContext, warehouse: WarehouseResource,
                     exports: ExportsResource) -> AssetCheckResult:
-    from task_builders.config import load_config
     from taskmine import flow
 
     store, ds = warehouse.store(), context.partition_key
-    config = load_config(exports.dataset_dir(ds))
+    config = flow.run_config(store, ds, exports.dataset_dir(ds), context.run_id)
     rate, quarantined, total = flow.quarantine_rate(store, ds)
     problem = flow.quarantine_problem(store, ds, config)
     return _verdict(context, problem is None, problem or f"{quarantined} of {total} records quarantined",

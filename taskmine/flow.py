@@ -9,6 +9,7 @@ the same rows and no new work (validations and rewritten repositories are cached
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -72,6 +73,30 @@ def fingerprint(dataset_dir: Path) -> str:
             st = p.stat()
             parts.append((str(p.relative_to(dataset_dir)), st.st_size, st.st_mtime_ns))
     return content_hash("fingerprint", parts)
+
+
+def run_config(store: Store, dataset: str, dataset_dir: Path | None, run_id: str = "") -> DatasetConfig:
+    """The dataset's config for one run: read from its taskmine.toml once, by the run's first stage that asks, and
+    kept in state/configs/<dataset>.json under the run id; every later stage of that run (each Dagster step may
+    be its own process) gets the same snapshot, so an edit of taskmine.toml during a run never changes half of
+    it. Without a run id (scripts, tests) the file is read."""
+    from task_builders.config import load_config
+
+    snap = store.home / "state" / "configs" / f"{dataset}.json"
+    if run_id and snap.exists():
+        try:
+            saved = json.loads(snap.read_text())
+        except ValueError:
+            saved = {}
+        if saved.get("run_id") == run_id:
+            return DatasetConfig(**saved["config"])
+    config = load_config(dataset_dir)
+    if run_id:
+        snap.parent.mkdir(parents=True, exist_ok=True)
+        tmp = snap.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"run_id": run_id, "config": config.model_dump(mode="json")}, sort_keys=True))
+        os.replace(tmp, snap)
+    return config
 
 
 def _fingerprints(store: Store) -> Path:
