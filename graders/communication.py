@@ -227,19 +227,25 @@ class FactArgs(Args):
     scope: Scope
     fact: FactModel
     prose: bool = False                 # a response that is a list of keywords states no fact
+    min_words: int = Field(3, ge=1)     # ... fewer ordinary words than this (the builder: the real reply's, 1-3)
     max_mentions: int | None = None     # nor does one that names more facts than this (everything at once)
 
 
-PROSE_WORDS = 3   # ordinary words (lowercase, letters only) a response needs besides its keywords
+PROSE_WORDS = 3   # ordinary words (lowercase, letters only) a response needs besides its keywords, at most
 _PLAIN = re.compile(r"^[(\"']?[a-z]+[,.;:!?)\"']*$")
 
 
-def stuffed(text: str, max_mentions: int | None = None) -> str | None:
-    """Why `text` is no reply, or None: fewer than PROSE_WORDS ordinary words (the rubric's fact keywords
+def plain_words(text: str) -> int:
+    """Ordinary words of `text`: lowercase, letters only (a fact keyword, a name, code, a path is none)."""
+    return sum(1 for w in text.split() if _PLAIN.match(w))
+
+
+def stuffed(text: str, max_mentions: int | None = None, min_words: int = PROSE_WORDS) -> str | None:
+    """Why `text` is no reply, or None: fewer than `min_words` ordinary words (the rubric's fact keywords
     with no sentence around them), or more distinct facts than `max_mentions` (every issue key, SHA and
     version of the world in one text)."""
-    plain = sum(1 for w in text.split() if _PLAIN.match(w))
-    if plain < PROSE_WORDS:
+    plain = plain_words(text)
+    if plain < min_words:
         return f"a list of keywords, not a reply ({plain} ordinary words)"
     if max_mentions is not None:
         from task_builders.facts import extract
@@ -260,7 +266,7 @@ def states_fact(actions: list, a: FactArgs, ctx: Context) -> CheckResult:
         return _none(a.scope)
     if a.prose:   # the response's own lines: a line quoting mail ("> ...") states nothing of the responder's
         text = "\n".join(line for line in text.split("\n") if not line.lstrip().startswith(">"))
-    why = stuffed(text, a.max_mentions) if a.prose else None
+    why = stuffed(text, a.max_mentions, a.min_words) if a.prose else None
     if why:
         return CheckResult(0.0, f"{a.fact.kind} {a.fact.text[:60]!r} not credited: {why}")
     ok = mentions(text, a.fact.fact())
