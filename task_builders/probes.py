@@ -195,18 +195,18 @@ def words(text: str) -> set[str]:
 
 def nearest(drafts: list, i: int) -> int | None:
     """The index of the draft nearest draft i (Jaccard of prompt words), of another thread and with another
-    reference; ties go to the earlier draft."""
+    reference; ties go to the smaller work item id (the drafts' order is the store's, not fixed)."""
     me = drafts[i]
     mine = words(me.prompt)
     ref = _ref_key(me)
-    best, score = None, -1.0
+    best, key = None, None
     for j, d in enumerate(drafts):
         if j == i or d.item.thread_key == me.item.thread_key or _ref_key(d) == ref:
             continue
         other = words(d.prompt)
-        s = len(mine & other) / max(1, len(mine | other))
-        if s > score:
-            best, score = j, s
+        k = (-len(mine & other) / max(1, len(mine | other)), d.item.item_id)
+        if key is None or k < key:
+            best, key = j, k
     return best
 
 
@@ -279,8 +279,9 @@ def call_probes(ctx, family, d, sib, drafts: list, ents: Entities) -> list[tuple
             if pool:
                 rand.append(A.Answer(sha=rng.choice(pool)))
         elif is_text(c):
-            others = [x for x in drafts if x is not d and x.item.thread_key != d.item.thread_key
-                      and text_of(x.reference).strip() and text_of(x.reference) != text_of(ref)]
+            others = sorted((x for x in drafts if x is not d and x.item.thread_key != d.item.thread_key
+                             and text_of(x.reference).strip() and text_of(x.reference) != text_of(ref)),
+                            key=lambda x: x.item.item_id)
             if others:
                 rand += with_text([c], text_of(rng.choice(others).reference))
         else:
