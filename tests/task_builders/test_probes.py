@@ -193,3 +193,23 @@ def test_hardcoded_returns_stub_every_function(tmp_path):
     ns: dict = {}
     exec(f.read_text(), ns)
     assert ns["add"](1, 2) is None and ns["K"]().m() is None
+
+
+def test_code_probes_apply_the_siblings_patch_and_stub_the_changed_files():
+    import datetime as dt
+    import types
+
+    from graders import verifier
+
+    patch = "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+    other = "--- a/pkg/util.py\n+++ b/pkg/util.py\n@@ -1 +1 @@\n-y = 1\n+y = 3\n"
+
+    def draft(p, eco="python"):
+        return types.SimpleNamespace(meta={"code": {"repo": "lib", "patch": p, "ecosystem": eco}},
+                                     cutoff=dt.datetime(2021, 1, 1, tzinfo=dt.UTC))
+
+    made = dict(P.code_probes(None, draft(patch), draft(other)))
+    assert made["sibling"] == verifier.apply_command("lib", other) + "; true"   # never a failed command
+    assert made["hardcoded_returns"].startswith("cd ~/lib && python3 -c ")
+    assert made["hardcoded_returns"].endswith(" pkg/mod.py; true")
+    assert dict(P.code_probes(None, draft(patch, "node"), None)) == {}
