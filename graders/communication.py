@@ -59,7 +59,19 @@ class Scope(Args):
 
 def responses(actions: list, scope: Scope) -> list[A.Logged]:
     """The agent's writes that respond in this scope (see the module docstring)."""
-    return [e for e in actions if isinstance(e, A.Logged) and _responds(e.action, scope)]
+    return [e for e in actions if isinstance(e, A.Logged) and _responds(e.action, scope) and not _elsewhere(e, scope)]
+
+
+def _elsewhere(entry: A.Logged, scope: Scope) -> bool:
+    """A reply in another conversation answers someone else, whatever it says (the `wrong_target` probe of
+    task_builders.probes scored 0.92-0.95 with the real reply's text sent to another thread): a mail reply
+    outside the request's thread, a chat post in another thread of the channel."""
+    a = entry.action
+    if scope.medium == "mail" and isinstance(a, A.MailReply):
+        return not in_thread(entry, scope)
+    if scope.medium == "chat" and isinstance(a, A.SlackPost):
+        return a.thread_ts is not None and a.thread_ts != scope.thread
+    return False
 
 
 def _responds(a: A.Tool, scope: Scope) -> bool:
@@ -214,15 +226,49 @@ class FactModel(Args):
 class FactArgs(Args):
     scope: Scope
     fact: FactModel
+    prose: bool = False                 # a response that is a list of keywords states no fact
+    min_words: int = Field(3, ge=1)     # ... fewer ordinary words than this (the builder: the real reply's, 1-3)
+    max_mentions: int | None = None     # nor does one that names more facts than this (everything at once)
+
+
+PROSE_WORDS = 3   # ordinary words (lowercase, letters only) a response needs besides its keywords, at most
+_PLAIN = re.compile(r"^[(\"']?[a-z]+[,.;:!?)\"']*$")
+
+
+def plain_words(text: str) -> int:
+    """Ordinary words of `text`: lowercase, letters only (a fact keyword, a name, code, a path is none)."""
+    return sum(1 for w in text.split() if _PLAIN.match(w))
+
+
+def stuffed(text: str, max_mentions: int | None = None, min_words: int = PROSE_WORDS) -> str | None:
+    """Why `text` is no reply, or None: fewer than `min_words` ordinary words (the rubric's fact keywords
+    with no sentence around them), or more distinct facts than `max_mentions` (every issue key, SHA and
+    version of the world in one text)."""
+    plain = plain_words(text)
+    if plain < min_words:
+        return f"a list of keywords, not a reply ({plain} ordinary words)"
+    if max_mentions is not None:
+        from task_builders.facts import extract
+
+        n = len({f.text.casefold() for f in extract(text[:200_000])})
+        if n > max_mentions:
+            return f"names {n} facts at once (more than {max_mentions})"
+    return None
 
 
 @register_check("states_fact", args=FactArgs)
 def states_fact(actions: list, a: FactArgs, ctx: Context) -> CheckResult:
     """1 when the response states the fact (an issue key, version, file, command, URL, number, date, commit,
-    name) the real reply stated and the company's record held at the time."""
+    name) the real reply stated and the company's record held at the time; with `prose`, in the response's
+    own lines (not quoted mail) and in a reply (not a keyword list, not everything at once: `stuffed`)."""
     text = response_text(actions, a.scope)
     if not text:
         return _none(a.scope)
+    if a.prose:   # the response's own lines: a line quoting mail ("> ...") states nothing of the responder's
+        text = "\n".join(line for line in text.split("\n") if not line.lstrip().startswith(">"))
+    why = stuffed(text, a.max_mentions, a.min_words) if a.prose else None
+    if why:
+        return CheckResult(0.0, f"{a.fact.kind} {a.fact.text[:60]!r} not credited: {why}")
     ok = mentions(text, a.fact.fact())
     return CheckResult(1.0 if ok else 0.0, f"{a.fact.kind} {a.fact.text[:60]!r} {'stated' if ok else 'missing'}")
 

@@ -53,13 +53,22 @@ def probe_commands(task: Task) -> list[tuple[str, str, float]]:
     return out
 
 
+def alternative_commands(task: Task) -> list[tuple[str, str, float]]:
+    """(run kind `alt:<name>`, shell command, the score it should reach) of every valid alternative outcome
+    (graders.alternatives): run once each; one under its score is a measured grader false negative, recorded
+    and never a reason to reject the task (`judge` ignores these runs)."""
+    return [(f"alt:{a['name']}", " && ".join(A.CALL.validate_python(c).cli() for c in a.get("calls") or [])
+             or "true", float(a.get("min", ORACLE_MIN)))
+            for a in task.reference.get("alternatives") or [] if a.get("calls")]
+
+
 def agent_command(task: Task, agent: str) -> tuple[str, str]:
     """(run kind, shell command) for `oracle`, `null`, or any other shell command."""
     if agent == "oracle":
         return "oracle", oracle_command(task)
     if agent == "null":
         return "null", NULL_COMMAND
-    for kind, command, _ in probe_commands(task):
+    for kind, command, _ in probe_commands(task) + alternative_commands(task):
         if agent == kind:
             return kind, command
     return "agent", agent
@@ -90,7 +99,8 @@ def run_once(task: Task, worlds_dir: Path, sandbox, run_kind: str, command: str,
         return Validation(**base, score=None, duration_s=0.0, error_class="infra", message=str(exc)[:500])
     base.update(duration_s=round(result.duration_s, 3), image_digest=digest, exit_code=result.exit_code,
                 status=result.status_line())
-    if result.timed_out and reference:  # our own replay did not finish: infrastructure, not a score
+    if result.timed_out and (reference or run_kind.startswith("alt:")):  # our own replay did not finish:
+        #                                                               infrastructure, not a score
         return Validation(**base, score=None, error_class="timeout", message=f"killed after {timeout_s}s")
     from graders.communication import judge_context
 
@@ -122,14 +132,15 @@ class Verdict:
 
 def validate(task: Task, worlds_dir: Path, sandbox, repeats: int = 3,
              progress: Callable[[str], None] | None = None, llm=None) -> Verdict:
-    """Oracle and null `repeats` times each, every probe once; any failure, variance or probe that passes
-    rejects the task with a reason."""
+    """Oracle and null `repeats` times each, every probe and valid alternative once; any failure, variance or
+    probe that passes rejects the task with a reason (an alternative never does: it is a measurement)."""
     runs: list[Validation] = []
     limits = {}
     plan = [("oracle", oracle_command(task), repeats), ("null", NULL_COMMAND, repeats)]
     for kind, command, limit in probe_commands(task):
         plan.append((kind, command, 1))
         limits[kind] = limit
+    plan += [(kind, command, 1) for kind, command, _ in alternative_commands(task)]
     for kind, command, times in plan:
         for attempt in range(times):
             runs.append(run_once(task, worlds_dir, sandbox, kind, command, attempt, llm=llm))
@@ -143,6 +154,9 @@ def probe_limits(task: Task) -> dict[str, float]:
 
 
 def judge(runs: list[Validation], probe_max: dict[str, float] | None = None) -> tuple[bool, str]:
+    """(valid, reason) from a task's runs. Any spread in the oracle's (or the null's) scores over the repeats
+    marks it flaky; `alt:*` runs (valid alternatives) measure the grader and never decide."""
+    runs = [r for r in runs if not r.run_kind.startswith("alt:")]
     infra = [r for r in runs if r.error_class in ("infra", "timeout")]
     if infra:
         return False, f"infra: {infra[0].error_class}: {infra[0].message[:200]}"

@@ -28,6 +28,11 @@ Example:
     code_ticketless = true      # code_change: also fixing commits without a ticket ("Fix #974: ...")
     code_max_candidates = 0     # code_change: measure at most this many candidates (0: all)
     code_parallel = 2           # code_change: candidates measured at once (a sandbox session each)
+    probe_max = 0.5             # a probe (task_builders.probes) must score under this, or the task is rejected
+    probe_max_by = {"ticket_triage:as_filed" = 0.75}  # per "family:probe", "probe" or "family" (most specific
+                                #   wins; default {}: the family's own, code_change 0.01, else probe_max)
+    alternative_min = 0.99      # a valid alternative (graders.alternatives) scoring under this is a measured
+                                #   grader false negative (recorded, never a reason to reject)
 
 Invariant: an unknown key or a wrong type is a one-line error naming the file, the key and the fix.
 """
@@ -84,6 +89,9 @@ class DatasetConfig(BaseModel):
     code_ticketless: bool = True
     code_max_candidates: int = Field(0, ge=0)
     code_parallel: int = Field(2, ge=1, le=32)
+    probe_max: float = Field(0.5, gt=0, le=1)
+    probe_max_by: dict[str, float] = Field(default_factory=dict)
+    alternative_min: float = Field(0.99, gt=0, le=1)
 
     @field_validator("code_python")
     @classmethod

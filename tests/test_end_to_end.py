@@ -110,8 +110,8 @@ def test_funnel_matches_the_ground_truth(pipeline):
     runs = store.read("validations", "acme")
     assert {v.sandbox for v in runs} == {"docker"}
     assert all(v.image_digest for v in runs)
-    probes = sum(len(t.reference["probes"]) for t in tasks)
-    assert len(runs) == 6 * len(tasks) + probes
+    probes = sum(len(t.reference["probes"]) + len(t.reference.get("alternatives") or []) for t in tasks)
+    assert len(runs) == 6 * len(tasks) + probes      # and each valid alternative once (alt:<name>)
 
 
 def test_triage_reference_equals_truth_after_pseudonymization(pipeline):

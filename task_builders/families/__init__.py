@@ -96,20 +96,23 @@ class Probe:
     name: str
     calls: list[A.Tool] = field(default_factory=list)
     command: str | None = None
-    max_score: float = PROBE_MAX
+    max_score: float | None = None   # None: the dataset's threshold (task_builders.probes.threshold)
+    score: float | None = None       # what `seal` measured in process (tool-call probes)
 
     def to_json(self) -> dict:
-        out: dict[str, Any] = {"name": self.name, "max": self.max_score}
+        out: dict[str, Any] = {"name": self.name, "max": PROBE_MAX if self.max_score is None else self.max_score}
         if self.command is not None:
             out["command"] = self.command
         else:
             out["actions"] = [c.model_dump(mode="json", exclude_none=True) for c in self.calls]
+            out["score"] = self.score
         return out
 
 
 class Family(ABC):
     name: str = ""
     kinds: tuple[str, ...] = ("issue",)   # the work-item kinds it builds tasks from
+    probe_max: float | None = None        # the family's default probe threshold (None: the dataset's probe_max)
 
     @abstractmethod
     def build(self, ctx: BuildContext) -> Iterator[Draft | Rejection]:
@@ -144,7 +147,14 @@ def families() -> dict[str, Family]:
 
 def seal(ctx: BuildContext, family: Family, drafts: list[Draft]) -> Iterator[Task | Rejection]:
     """Tasks from drafts: refs of their repositories at the cutoff, the hidden-facts check (text and git), the
-    self-replay of the reference, the null and the probes, the id."""
+    self-replay of the reference, the null and the probes (the family's and the generated catalogue,
+    task_builders.probes), the valid alternatives (graders.alternatives: graded and kept, never a reason to
+    reject), the id."""
+    from graders.alternatives import add_alternatives
+    from task_builders.probes import catalogue
+
+    catalogue(ctx, family, drafts)
+    add_alternatives(ctx, family, drafts)
     branches: dict[str, Branches] = {}
     for d in drafts:
         git_world, problems = {}, []
@@ -175,9 +185,25 @@ def seal(ctx: BuildContext, family: Family, drafts: list[Draft]) -> Iterator[Tas
         if null.score is None or null.score > 0.05:
             yield family.reject(ctx, d.item, "doing nothing passes the rubric", f"score={null.score}")
             continue
-        passing = [(p.name, g.score) for p in d.probes if p.command is None
-                   for g in [self_grade(world_view, d, p.calls, context=context)[0]]
-                   if g.score is None or g.score >= p.max_score]
+        kept, refused = [], []
+        for p in d.probes:
+            if p.command is None:
+                errors: list[str] = []
+                actions = replay_log(world_view, d, p.calls, errors)
+                if errors:  # the tools refuse it: a tool error, not a grade (in the sandbox: a failed command)
+                    refused.append(f"{p.name}: {errors[0][:120]}")
+                    continue
+                p.score = grade(d.rubric, actions, _probe_context(context, d)).score
+            kept.append(p)
+        d.probes = kept
+        if refused:
+            d.meta["probes_refused"] = refused
+        passing = [(p.name, p.score) for p in d.probes if p.command is None
+                   if p.score is None or p.score >= p.max_score]
+        for alt in d.meta.get("alternatives") or []:
+            if "calls" in alt:
+                    alt["score"] = self_grade(world_view, d, [A.CALL.validate_python(c) for c in alt["calls"]],
+                                          context=context)[0].score
         if passing:
             yield family.reject(ctx, d.item, "a probe passes the rubric",
                                 "; ".join(f"{n} scored {s}" for n, s in passing))
@@ -246,6 +272,13 @@ def replay_log(view: WorldView | None, d: Draft, calls: list[A.Tool] | None = No
         if r.error and errors is not None:
             errors.append(r.text)
     return server.actions
+
+
+def _probe_context(context: Context, d: Draft) -> Context:
+    """A probe's grading context: a family that measures in its own sandbox (code_change) has no measurement
+    of a tool-call probe, so its verifier results are empty, as `self_grade` does for anything but the
+    reference."""
+    return replace(context, extra={}) if d.meta.get("self_grade") else context
 
 
 def self_grade(view: WorldView | None, d: Draft, calls: list[A.Tool] | None = None, context: Context | None = None):

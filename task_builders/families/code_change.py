@@ -95,6 +95,7 @@ class CodeChange(Family):
     """A repository before a fix and the problem -> a change that makes the fix's tests pass."""
 
     kinds = ("issue",)
+    probe_max = PROBE_MAX
 
     def build(self, ctx: BuildContext) -> Iterator[Draft | Rejection]:
         commits = {e.native_id: e for e in ctx.by_kind("commit")}

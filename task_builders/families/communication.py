@@ -47,6 +47,7 @@ MIN_FACTS = 1            # gradable facts a deterministic rubric needs (below: j
 MAX_TEXT = 4000          # characters of a request or reply kept in a rubric (judge context)
 FUTURE_ISSUES = 20       # issues filed after the cutoff whose keys a response must not name
 FUTURE_EVENTS = 10       # later messages of the thread whose facts a response must not state
+MIN_MENTIONS = 10        # facts a response may name before it counts as naming everything at once
 ACK = {
     "mail": "Hello,\n\nthank you for your message. I have received it and will look into it and get back to you "
             "as soon as I can.\n\nBest regards",
@@ -203,10 +204,18 @@ class Communication(Family):
         s = sum(c.weight for c in checks)
         if gradable:
             w = math.ceil(2 * s / len(gradable))
+            # facts count in a reply only: not in a keyword list, not in a text naming everything at once
+            # (a real note that is itself mostly code or a list of versions sets a lower bar: as many ordinary
+            # words as it has, at least one; on the real Jira sample 2 of 11 notes had 1 and 2)
+            from graders.communication import PROSE_WORDS, plain_words
+
+            cap = max(MIN_MENTIONS, 3 * len({f.text.casefold() for f in F.extract(ex.reply_text)}))
+            least = max(1, min(PROSE_WORDS, plain_words(ex.reply_text)))
             for i, f in enumerate(gradable, 1):
                 checks.append(CheckSpec(id=f"fact_{i}_{f.kind}", check="states_fact", weight=w,
                                         criterion=f"states the {f.kind.replace('_', ' ')} {f.text[:120]}",
-                                        args={"scope": scope, "fact": f.to_json()}))
+                                        args={"scope": scope, "fact": f.to_json(), "prose": True,
+                                              "min_words": least, "max_mentions": cap}))
         if judge:
             request, guidance = ex.request_text[:MAX_TEXT], ex.reply_text[:MAX_TEXT]
             for q, weight, crit in (("answers", s if gradable else 2 * s, "answers what was asked"),

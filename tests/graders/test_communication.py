@@ -278,3 +278,25 @@ def test_a_rate_limited_judge_is_retried_and_a_slow_one_is_an_infrastructure_err
     config = llm_standin.config(tmp_path / "b", timeout_s=0.5, max_retries=1)
     g = grade(_judge_rubric(), actions, judge_context(view, LLM(config)))
     assert g.score is None and g.error_class == "infra" and "judge_answers" in g.message
+
+
+def test_facts_count_only_in_a_reply_in_the_requests_conversation(view):
+    """The probes' findings (task_builders.probes): the real reply's facts sent to another thread, as a list
+    of keywords, or among everything the world names, are not credited; quoted mail is not the reply's own."""
+    fact = {"scope": MAIL, "fact": {"kind": "issue_key", "text": "TSM-88"}, "prose": True, "max_mentions": 10}
+    chat = {"scope": CHAT, "fact": {"kind": "issue_key", "text": "TSM-88"}, "prose": True}
+    assert one("states_fact", fact, log(view, A.MailReply(message_id=REQ, body=ANSWER))) == 1.0
+    assert one("states_fact", chat, log(view, A.SlackPost(channel="ops", text=ANSWER,
+                                                          thread_ts=CHAT["thread"]))) == 1.0
+    # another thread of the channel answers someone else; the channel itself still reaches the asker
+    assert one("states_fact", chat, log(view, A.SlackPost(channel="ops", text=ANSWER, thread_ts="1.000200"))) == 0.0
+    assert one("states_fact", chat, log(view, A.SlackPost(channel="ops", text=ANSWER))) == 1.0
+    # keywords without a sentence; every key at once; the fact only in quoted mail
+    assert one("states_fact", fact, log(view, A.MailReply(message_id=REQ, body="TSM-88 E1203 TSM_LONG_PATHS"))) == 0.0
+    everything = " ".join(f"TSM-{n}" for n in range(80, 100)) + " is what you want to look at"
+    assert one("states_fact", fact, log(view, A.MailReply(message_id=REQ, body=everything))) == 0.0
+    quoted = "I am not sure what to do about this.\n\n> see TSM-88"
+    assert one("states_fact", fact, log(view, A.MailReply(message_id=REQ, body=quoted))) == 0.0
+    # without `prose` (rubrics built before the probes) the old reading holds
+    old = {"scope": MAIL, "fact": {"kind": "issue_key", "text": "TSM-88"}}
+    assert one("states_fact", old, log(view, A.MailReply(message_id=REQ, body="TSM-88 E1203"))) == 1.0

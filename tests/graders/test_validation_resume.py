@@ -56,7 +56,8 @@ def test_a_killed_validation_keeps_finished_tasks_and_the_rerun_does_only_the_re
     tasks = store.read("tasks", "acme")
     total = len(tasks)
     assert total >= 6
-    per = [2 + len(t.reference["probes"]) for t in tasks]  # repeats=1: oracle, null, each probe once
+    # repeats=1: oracle, null, each probe and each valid alternative once
+    per = [2 + len(t.reference["probes"]) + len(t.reference.get("alternatives") or []) for t in tasks]
     proc = subprocess.run([sys.executable, "-c", DIES_AT_TASK, str(store.home), str(sum(per[:5]))],
                           capture_output=True, text=True)
     assert proc.returncode == -signal.SIGKILL, proc.stderr

@@ -126,7 +126,7 @@ def test_candidates_to_tasks_with_reasons(built):
     assert "no FAIL_TO_PASS test" in reasons             # the docstring "fix" whose test passed before
     assert task.world["env"]["ecosystem"] == "python" and task.world["env"]["requirements"] == []
     assert task.reference["actions"] == [] and {p["name"] for p in task.reference["probes"]} == {
-        "delete_tests", "edit_tests", "tests_pass", "runner_config", "runner_shadow"}
+        "delete_tests", "edit_tests", "tests_pass", "runner_config", "runner_shadow", "hardcoded_returns"}
 
 
 def test_no_future_object_and_no_hidden_test_in_the_agent_phase(built, tmp_path):
@@ -166,7 +166,7 @@ def test_oracle_one_null_zero_every_probe_zero(built):
         scores.setdefault(v.run_kind, []).append(v.score)
     assert scores["oracle"] == [1.0, 1.0, 1.0] and scores["null"] == [0.0, 0.0, 0.0]
     probes = {k: s for k, s in scores.items() if k.startswith("probe:")}
-    assert len(probes) == 5 and all(s == [0.0] for s in probes.values()), probes
+    assert len(probes) == 6 and all(s == [0.0] for s in probes.values()), probes   # with hardcoded_returns
 
 
 def test_the_verifier_kills_leftovers_and_restores_tests_and_config(built):
