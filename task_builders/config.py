@@ -28,6 +28,12 @@ Example:
     code_ticketless = true      # code_change: also fixing commits without a ticket ("Fix #974: ...")
     code_max_candidates = 0     # code_change: measure at most this many candidates (0: all)
     code_parallel = 2           # code_change: candidates measured at once (a sandbox session each)
+    baselines = true            # validations: run the retrieval baselines (graders.baselines) on valid tasks
+    rollouts = 0                # validations: model-agent rollouts per valid task (only when a model is
+                                #   configured in the llm resource; 0 = none)
+    band_min = 0.02             # with rollouts: publish only tasks whose pass rate is in [band_min, band_max];
+    band_max = 0.7              #   the others are retired with the reason (without rollouts: every task is
+                                #   kept, marked "unmeasured", or "easy" when a baseline solves it)
 
 Invariant: an unknown key or a wrong type is a one-line error naming the file, the key and the fix.
 """
@@ -39,7 +45,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 CONFIG_NAME = "taskmine.toml"
 
@@ -84,6 +90,10 @@ class DatasetConfig(BaseModel):
     code_ticketless: bool = True
     code_max_candidates: int = Field(0, ge=0)
     code_parallel: int = Field(2, ge=1, le=32)
+    baselines: bool = True
+    rollouts: int = Field(0, ge=0, le=100)
+    band_min: float = Field(0.02, ge=0, le=1)
+    band_max: float = Field(0.7, ge=0, le=1)
 
     @field_validator("code_python")
     @classmethod
@@ -112,6 +122,12 @@ class DatasetConfig(BaseModel):
             except ValueError:
                 raise ValueError(f"test_after {v!r} is not an ISO date like 2021-06-30") from None
         return v
+
+    @model_validator(mode="after")
+    def _band(self) -> DatasetConfig:
+        if self.band_min > self.band_max:
+            raise ValueError(f"band_min {self.band_min:g} is above band_max {self.band_max:g}")
+        return self
 
     def model_post_init(self, _context) -> None:
         known = known_families()
