@@ -12,7 +12,8 @@ cutoff. It ends as typed tool calls (environments.actions) replayed in the task'
 - commit_link, `nearest_commit`: the commit reachable at the cutoff whose message and touched paths are nearest
   the issue (BM25 over the repository's commits, computed here: commits are not documents of the world).
 - email_reply / chat_answer, `nearest_reply`: the reply someone gave to the earlier message nearest the request
-  (a mail that answers it; a later message of its chat thread by someone else), sent through the same tool and
+  (a mail that answers it; a later message of its chat thread by someone else, or of its channel, among the next
+  three, when it started no thread), sent through the same tool and
   to the same place as the reference (the request's thread, its sender; nothing of the real reply's recipients).
 - resolution_note, `nearest_resolution`: the nearest earlier resolved issue's resolution (or status) and its last
   comment, set and posted on the task's issue.
@@ -311,12 +312,14 @@ def nearest_chat_reply(task: Task, view: WorldView | None, worlds_dir: Path) -> 
         place, at = hit["place"], hit["chat_ts"]
         if (place, at) == (channel, ts) or not at:
             continue
-        thread = view.chat_history(place, thread_ts=hit["chat_thread"] or at, limit=200)
-        for m in thread:
-            if m["ts"] and float(m["ts"]) > float(at) and m["author"] != hit["author"] and \
-                    (m["text"] or "").strip() and (place, m["ts"]) != (channel, ts):
+        later = [m for m in view.chat_history(place, thread_ts=hit["chat_thread"] or at, limit=200)
+                 if m["ts"] and float(m["ts"]) > float(at)]
+        if not later and (hit["chat_thread"] or at) == at:   # no thread: the next messages of the channel
+            later = [m for m in view.chat_history(place, limit=200) if m["ts"] and float(m["ts"]) > float(at)][:3]
+        for m in later:
+            if m["author"] != hit["author"] and (m["text"] or "").strip() and (place, m["ts"]) != (channel, ts):
                 return Baseline("nearest_reply", _respond(task, new_text(m["text"]) or m["text"]), f"{place}:{m['ts']}")
-    return Baseline("nearest_reply", source="no earlier message with a reply in its thread")
+    return Baseline("nearest_reply", source="no earlier message with a reply")
 
 
 @baseline("resolution_note")

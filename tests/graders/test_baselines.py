@@ -60,10 +60,31 @@ def events() -> list[Event]:
            title="Re: Printer on floor three", body="It needs the PCL6 driver from the shared drive.\n\n"
            "> Which driver does the printer on floor three need?",
            attrs={"in_reply_to": "q1@mail.example", "people": back}),
+        chat("100.000001", 3, "Cy Diaz", "Why is the nightly build red again?", thread="100.000001"),
+        chat("100.000002", 3, "Bo Chen", "The nightly build needs the renewed certificate.", thread="100.000001",
+             hour=10),
+        chat("200.000001", 4, "Cy Diaz", "Where do the staging credentials live?"),
+        chat("200.000002", 4, "Bo Chen", "In the vault, under staging/db.", hour=10),
+        chat("300.000001", 8, "Ann Lee", "The nightly build is red, does anyone know why?"),
+        chat("400.000001", 8, "Ann Lee", "Where can I find the staging credentials?", hour=10),
         ev("email", "email", "q2@mail.example", at(7), thread_key="q2@mail.example", actor_name="Ann Lee",
            title="Printer driver for floor three", body="Which driver should I install for the floor three printer?",
            attrs={"people": mail}),
     ]
+
+
+def chat(ts: str, day: int, who: str, text: str, thread: str | None = None, hour: int = 9) -> Event:
+    return ev("slack", "message", f"C1:{ts}", at(day, hour), thread_key=f"slack:C1:{thread or ts}", actor_name=who,
+              body=text, attrs={"channel_name": "dev", "ts": ts, **({"thread_ts": thread} if thread else {})})
+
+
+def chat_task(ts: str, day: int, hour: int, thread: bool) -> Task:
+    ref = A.SlackPost(channel="dev", text="(the real answer)", thread_ts=ts if thread else None)
+    return Task(task_id=f"t-{ts}", dataset="bl", family="chat_answer", item_id=ts, prompt="Answer.",
+                cutoff=at(day, hour), world={"cutoff": at(day, hour).isoformat(), "hidden": []}, world_hash="w",
+                reference={"actions": [ref.model_dump(mode="json", exclude_none=True)], "probes": [],
+                           "channel": "dev", "question_ts": ts},
+                rubric={"checks": []})
 
 
 def make_repo(path: Path) -> dict[str, str]:
@@ -186,3 +207,12 @@ def test_baseline_rows_never_decide_validity():
     runs = [row("oracle", 1.0), row("null", 0.0), row("baseline:nearest_issue", 1.0),
             row("rollout:m", None, "infra")]
     assert replay.judge(runs) == (True, "oracle and null as expected on every repeat")
+
+
+def test_the_chat_baseline_posts_the_answer_an_earlier_similar_question_got_in_its_thread_or_channel(worlds):
+    (b,) = baselines.plan(chat_task("300.000001", 8, 9, thread=True), worlds)
+    (call,) = b.calls
+    assert b.source == "dev:100.000002" and call.text == "The nightly build needs the renewed certificate."
+    assert (call.channel, call.thread_ts) == ("dev", "300.000001")      # where the reference answers
+    (b,) = baselines.plan(chat_task("400.000001", 8, 10, thread=False), worlds)
+    assert b.source == "dev:200.000002" and b.calls[0].text == "In the vault, under staging/db."
