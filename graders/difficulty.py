@@ -223,8 +223,9 @@ def plot(st: dict[str, dict], title: str) -> bytes:
         for f in fams:
             r = st[f][key]
             vals.append((r["rate"] or 0.0) if isinstance(r, dict) else 0.0)
-            ns.append(f"n={r['n']}" if isinstance(r, dict) else "n/a")
-        bars = b.barh(y + (i - 1) * width, vals, height=width, color=color, label=label)
+            ns.append((f"{r['rate']:.0%} of n={r['n']}" if r["n"] else "n=0") if isinstance(r, dict)
+                      else "no baseline")
+        bars = b.barh(y + (1 - i) * width, vals, height=width, color=color, label=label)   # legend order, top down
         for bar, n in zip(bars, ns):
             b.annotate(n, (bar.get_width(), bar.get_y() + bar.get_height() / 2), fontsize=6, va="center",
                        xytext=(2, 0), textcoords="offset points")
