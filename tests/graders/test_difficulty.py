@@ -86,6 +86,17 @@ def test_without_rollouts_every_valid_task_is_published_marked_easy_or_unmeasure
     assert "## Difficulty and grader error" in card and "| ticket_triage |" in card
 
 
+def test_the_difficulty_command_prints_the_table_per_family(store, capsys):
+    from pipelines.cli import main
+
+    tasks, _ = _validated(store, 2)
+    assert main(["--home", str(store.home), "difficulty", "--dataset", "acme"]) == 0
+    out = capsys.readouterr().out
+    assert "acme: " in out and "2 baseline runs (0 infrastructure failures)" in out
+    row = next(line for line in out.splitlines() if line.startswith("| ticket_triage |"))
+    assert row.split(" | ")[2] == "2"     # valid
+
+
 def test_with_rollouts_the_band_keeps_pass_rates_inside_it_and_retires_the_rest(store):
     tasks, _ = _validated(store)
     easy, fit, hard, alt = tasks
