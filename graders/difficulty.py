@@ -175,7 +175,7 @@ def _show(r) -> str:
 
 def table(st: dict[str, dict]) -> list[dict[str, str]]:
     """One row per family for a markdown table (the card, Dagster metadata, the report)."""
-    return [{"family": fam, "tasks": str(s["tasks"]), "valid": str(s["valid"]), "published": str(s["published"]),
+    return [{"family": fam, "tasks": str(s["tasks"]), "valid": str(s["valid"]), "kept by band": str(s["published"]),
              "retired (band)": str(s["retired"]), "flaky": str(s["flaky"]),
              "difficulty": ", ".join(f"{b} {n}" for b, n in s["difficulty"].items()) or "-",
              "probes passing (FP)": _show(s["probe_pass"]), "baseline solves": _show(s["baseline_solved"]),
