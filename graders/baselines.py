@@ -9,8 +9,9 @@ cutoff. It ends as typed tool calls (environments.actions) replayed in the task'
 
 - ticket_triage, `nearest_issue`: the type, priority, components and assignee of the nearest earlier issue (its
   fields as they stood at the cutoff) set on the task's issue.
-- commit_link, `nearest_commit`: the commit reachable at the cutoff whose message and touched paths are nearest
-  the issue (BM25 over the repository's commits, computed here: commits are not documents of the world).
+- commit_link, `nearest_commit`: the commit reachable at the cutoff whose message and diff (its changed lines
+  and paths, the first DIFF_CHARS) are nearest the issue (BM25 over the repository's commits, computed here:
+  commits are not documents of the world).
 - email_reply / chat_answer, `nearest_reply`: the reply someone gave to the earlier message nearest the request
   (a mail that answers it; a later message of its chat thread by someone else, or of its channel, among the next
   three, when it started no thread), sent through the same tool and
@@ -42,6 +43,7 @@ NEIGHBOURS = 20          # ranked documents a baseline looks through for a usabl
 MAX_WORDS = 64           # distinct words of a query looked up
 COMMON = 0.3             # a word in more than this share of the documents is skipped (near-zero IDF)
 CANDIDATES = 200         # documents re-scored with full BM25
+DIFF_CHARS = 4000        # characters of a commit's diff (its +/- lines and file headers) a commit is ranked by
 MAX_QUERY = 2000         # characters of a request used as the query
 MAX_TEXT = 20_000        # characters of a copied reply
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)   # the world index's tokens (unicode61)
@@ -220,18 +222,20 @@ def bm25(query: str, docs: list[str], k1: float = 1.2, b: float = 0.75) -> list[
 
 
 def commits_at(repo: Path, refs: dict[str, str]) -> list[tuple[str, str]]:
-    """(SHA, message and touched paths) of every commit the refs reach, newest first."""
+    """(SHA, message, touched paths and the first DIFF_CHARS of its diff) of every commit the refs reach,
+    newest first (merges: message and paths only)."""
     from environments.gitworld import git
 
     tips = sorted(set(refs.values()))
     if not tips:
         return []
-    out = git(repo, "log", "--name-only", "--format=%x1e%H%n%B%x1f", *tips)
+    out = git(repo, "log", "-p", "--unified=0", "--no-color", "--format=%x1e%H%n%B%x1f", *tips)
     commits = []
     for chunk in out.split("\x1e")[1:]:
         sha, _, rest = chunk.partition("\n")
-        message, _, paths = rest.partition("\x1f")
-        commits.append((sha.strip(), f"{message}\n{paths}"))
+        message, _, diff = rest.partition("\x1f")
+        lines = [ln for ln in diff.splitlines() if ln.startswith(("+", "-", "diff --git"))]
+        commits.append((sha.strip(), f"{message}\n" + "\n".join(lines)[:DIFF_CHARS]))
     return commits
 
 
