@@ -153,9 +153,18 @@ def rollout(task: Task, worlds_dir: Path, sandbox, llm, limits: Limits | None = 
     vid = content_hash("validation", task.task_id, kind, attempt, limits.model_dump())[:32]
     base = dict(validation_id=vid, task_id=task.task_id, dataset=task.dataset, run_kind=kind, attempt=attempt,
                 sandbox=sandbox.kind)
+    from graders import verifier
+
+    spec = verifier.spec_of(task)   # a task with a verifier phase (code_change) runs it after the model, as replay does
+    extra: dict = {}
     try:
-        with Episode(worlds_dir, task.world, sandbox, deadline_s=limits.seconds + 300, image=image) as ep:
+        if spec is not None and image is None:
+            image = verifier.environment(spec, sandbox, worlds_dir)
+        deadline = limits.seconds + 300 + (spec.timeout_s + 300 if spec else 0)
+        with Episode(worlds_dir, task.world, sandbox, deadline_s=deadline, image=image) as ep:
             r = run_rollout(ep, task.prompt, llm, limits, attempt)
+            if spec is not None and r.stop != "error":
+                extra["verifier"] = verifier.verify(ep.session, spec, worlds_dir)
             actions = ep.actions
             view = ep.tools.view if ep.tools else None
     except SandboxError as exc:
@@ -165,7 +174,7 @@ def rollout(task: Task, worlds_dir: Path, sandbox, llm, limits: Limits | None = 
     if r.stop == "error":
         return Validation(**base, score=None, duration_s=round(r.seconds, 3), error_class="infra",
                           message=f"model: {r.error}", checks=[{"receipt": receipt}]), r
-    g = grade(task.rubric, actions, Context(view=view))
+    g = grade(task.rubric, actions, Context(view=view, extra=extra))
     return Validation(**base, score=g.score, checks=[*g.checks, {"receipt": receipt}], duration_s=round(r.seconds, 3),
                       error_class=g.error_class, status=f"stopped: {r.stop}",
                       message=f"{g.summary()}; {r.steps} steps, {r.tool_calls} tool calls, {r.tokens} tokens"), r

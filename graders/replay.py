@@ -153,10 +153,27 @@ def probe_limits(task: Task) -> dict[str, float]:
     return {kind: limit for kind, _, limit in probe_commands(task)}
 
 
+MEASURES = ("baseline:", "rollout:")  # run kinds that measure difficulty: never part of a task's validity
+
+
+def baseline_runs(task: Task, worlds_dir: Path, sandbox, llm=None) -> list[Validation]:
+    """One run of each retrieval baseline of the task (graders.baselines), replayed and graded like a probe;
+    the neighbour it copied is noted in the row's message."""
+    from graders import baselines
+
+    out = []
+    for b in baselines.plan(task, worlds_dir):
+        v = run_once(task, worlds_dir, sandbox, f"baseline:{b.name}", b.command(), llm=llm)
+        note = f"copied {b.source}" if b.calls else f"submitted nothing: {b.source}"
+        out.append(v.model_copy(update={"message": "; ".join(m for m in (note, v.message) if m)[:1000]}))
+    return out
+
+
 def judge(runs: list[Validation], probe_max: dict[str, float] | None = None) -> tuple[bool, str]:
     """(valid, reason) from a task's runs. Any spread in the oracle's (or the null's) scores over the repeats
-    marks it flaky; `alt:*` runs (valid alternatives) measure the grader and never decide."""
-    runs = [r for r in runs if not r.run_kind.startswith("alt:")]
+    marks it flaky; `alt:*` runs (valid alternatives) measure the grader, `baseline:*` and `rollout:*` runs the
+    difficulty: they never decide."""
+    runs = [r for r in runs if not r.run_kind.startswith(("alt:", *MEASURES))]
     infra = [r for r in runs if r.error_class in ("infra", "timeout")]
     if infra:
         return False, f"infra: {infra[0].error_class}: {infra[0].message[:200]}"

@@ -140,13 +140,14 @@ def validations(context: AssetExecutionContext, warehouse: WarehouseResource, ex
                 sandbox: SandboxResource, llm: LLMResource):
 
     ds = context.partition_key
-    repeats = sandbox.repeats or _config(context, warehouse, exports).repeats
+    config = _config(context, warehouse, exports)
+    repeats = sandbox.repeats or config.repeats
     store = warehouse.store()
     box = sandbox.get(home=store.home)
     client = llm.client()
-    res = flow.validations(store, ds, box, repeats, progress=context.log.info, llm=client)
+    res = flow.validations(store, ds, box, repeats, progress=context.log.info, llm=client, config=config)
     return _result(res, sandbox=box.kind, llm=client.describe(),
-                   funnel=funnel_table(flow.funnel(warehouse.store(), ds)))
+                   funnel=funnel_table(flow.funnel(warehouse.store(), ds)), **difficulty_metadata(res.extra))
 
 
 @asset(partitions_def=datasets, group_name="publish", deps=[validations],
@@ -157,10 +158,28 @@ def validations(context: AssetExecutionContext, warehouse: WarehouseResource, ex
 def published_dataset(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
 
     ds = context.partition_key
-    result, counts = flow.publish(warehouse.store(), ds, _config(context, warehouse, exports))
+    config = _config(context, warehouse, exports)
+    result, counts = flow.publish(warehouse.store(), ds, config)
+    report = flow.difficulty_report(warehouse.store(), ds, config)   # the published tasks: valid, inside the band
     return MaterializeResult(metadata={
         "path": MetadataValue.path(str(result.path)), "version": result.version, "tasks": result.tasks,
-        "new_version": result.created, "funnel": funnel_table(counts)})
+        "new_version": result.created, "funnel": funnel_table(counts), **difficulty_metadata(report)})
+
+
+def difficulty_metadata(report: dict) -> dict:
+    """Per family difficulty and grader error (taskmine.flow.difficulty_report) as a table and the plot."""
+    import base64
+
+    from graders.difficulty import markdown
+
+    if not report.get("difficulty_table"):
+        return {}
+    md = {"difficulty": MetadataValue.md(markdown(report["difficulty_table"]))}
+    if report.get("difficulty_plot"):
+        b64 = base64.b64encode(report["difficulty_plot"]).decode()
+        md["difficulty_plot"] = MetadataValue.md(f"![difficulty](data:image/png;base64,{b64})")
+        md["difficulty_plot_path"] = MetadataValue.path(report["difficulty_plot_path"])
+    return md
 
 
 FUNNEL_STAGES = ("events", "work_items", "candidates", "tasks", "validated", "published")

@@ -48,7 +48,7 @@ def quarantine_rate(context: AssetCheckExecutionContext, warehouse: WarehouseRes
     from taskmine import flow
 
     store, ds = warehouse.store(), context.partition_key
-    config = flow.run_config(store, ds, exports.dataset_dir(ds), context.run_id)
+    config = flow.run_config(store, ds, exports.dataset_dir(ds), context.run.run_id)
     rate, quarantined, total = flow.quarantine_rate(store, ds)
     problem = flow.quarantine_problem(store, ds, config)
     return _verdict(context, problem is None, problem or f"{quarantined} of {total} records quarantined",

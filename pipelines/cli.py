@@ -27,6 +27,7 @@ EXAMPLES = """examples:
   taskmine families list                    # task families; also: checks list, sandboxes list
   taskmine serve --published .taskmine/published/acme --task 3f2a   # one task's tools over MCP (stdio)
   taskmine review --dataset acme --n 50 --out review/   # an audit sheet for people; --read verdicts back
+  taskmine difficulty --dataset acme       # per family: difficulty bands, baseline solve rate, grader FP/FN
   taskmine bench ingest --scale 50
   taskmine bench embed --scale 10          # cached embeddings vs plain sentence-transformers
   taskmine bench worlds --scale 5          # one world per dataset vs a full copy per task
@@ -119,6 +120,33 @@ def cmd_replay(args) -> int:
 
     return replay_task(args.task, args.agent, dataset=args.dataset, sandbox_kind=args.sandbox or "auto",
                        timeout_s=args.timeout)
+
+
+def cmd_difficulty(args) -> int:
+    """Per family difficulty and grader error of datasets in the warehouse (what the manifest and card publish)."""
+    _env(args)
+    from graders.difficulty import markdown
+    from task_builders.config import load_config
+    from taskmine import flow
+    from warehouse.store import Store
+
+    store = Store()
+    if not store.home.is_dir():
+        raise UserError(f"{store.home} does not exist: pass the --home (or TASKMINE_HOME) that `taskmine run` used")
+    names = args.dataset or store.datasets("tasks")
+    if not names:
+        raise UserError(f"no task in {store.home}; run `taskmine run` first")
+    for ds in names:
+        config = load_config(Path(args.exports) / ds if args.exports else None)
+        report = flow.difficulty_report(store, ds, config)
+        runs = store.read("validations", ds)
+        base = [v for v in runs if v.run_kind.startswith("baseline:")]
+        print(f"{ds}: {len(runs)} runs, {len(base)} baseline runs "
+              f"({sum(1 for v in base if v.error_class in ('infra', 'timeout'))} infrastructure failures)")
+        print(markdown(report.get("difficulty_table") or []))
+        if report.get("difficulty_plot_path"):
+            print(f"plot: {report['difficulty_plot_path']}")
+    return 0
 
 
 def cmd_audit(args) -> int:
@@ -325,6 +353,14 @@ def parser() -> argparse.ArgumentParser:
     a = sub.add_parser("audit", help="scan published datasets for known real identities")
     a.add_argument("--dataset", action="append")
     a.set_defaults(fn=cmd_audit)
+
+    d = sub.add_parser("difficulty", help="difficulty and grader error per family of datasets in the warehouse",
+                       epilog="examples:\n  taskmine difficulty --dataset acme\n"
+                              "  taskmine difficulty --exports ~/exports --dataset acme   # its taskmine.toml band",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    d.add_argument("--dataset", action="append", help="only this dataset (repeatable; default: every one)")
+    d.add_argument("--exports", help="the export folder, for the datasets' taskmine.toml (band_min, band_max)")
+    d.set_defaults(fn=cmd_difficulty)
 
     e = sub.add_parser("extractors", help="list extractors, scaffold a new one, or check an export",
                        epilog="examples:\n  taskmine extractors list\n  taskmine extractors new zendesk_json\n"

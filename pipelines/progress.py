@@ -4,7 +4,7 @@ validated task, instead of Dagster's debug log. The UI keeps Dagster's own conso
 import logging
 import time
 
-from dagster import logger
+from dagster import MarkdownMetadataValue, logger
 
 
 class _ProgressHandler(logging.Handler):
@@ -22,7 +22,8 @@ class _ProgressHandler(logging.Handler):
         if kind == "ASSET_MATERIALIZATION":
             mat = event.event_specific_data.materialization
             shown = {k: getattr(v, "value", v) for k, v in mat.metadata.items()
-                     if k not in ("preview", "funnel", "dataset_dir", "path")}
+                     if k not in ("preview", "funnel", "dataset_dir", "path")
+                     and not isinstance(v, MarkdownMetadataValue)}   # tables and plots are for the UI
             self._print(f"{mat.asset_key.to_user_string():<18} " + ", ".join(f"{k}={v}" for k, v in
                                                                             list(shown.items())[:6]))
         elif kind == "STEP_FAILURE":

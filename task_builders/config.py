@@ -33,6 +33,12 @@ Example:
                                 #   wins; default {}: the family's own, code_change 0.01, else probe_max)
     alternative_min = 0.99      # a valid alternative (graders.alternatives) scoring under this is a measured
                                 #   grader false negative (recorded, never a reason to reject)
+    baselines = true            # validations: run the retrieval baselines (graders.baselines) on valid tasks
+    rollouts = 0                # validations: model-agent rollouts per valid task (only when a model is
+                                #   configured in the llm resource; 0 = none)
+    band_min = 0.02             # with rollouts: publish only tasks whose pass rate is in [band_min, band_max];
+    band_max = 0.7              #   the others are retired with the reason (without rollouts: every task is
+                                #   kept, marked "unmeasured", or "easy" when a baseline solves it)
 
 Invariant: an unknown key or a wrong type is a one-line error naming the file, the key and the fix.
 """
@@ -44,7 +50,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 CONFIG_NAME = "taskmine.toml"
 
@@ -92,6 +98,10 @@ class DatasetConfig(BaseModel):
     probe_max: float = Field(0.5, gt=0, le=1)
     probe_max_by: dict[str, float] = Field(default_factory=dict)
     alternative_min: float = Field(0.99, gt=0, le=1)
+    baselines: bool = True
+    rollouts: int = Field(0, ge=0, le=100)
+    band_min: float = Field(0.02, ge=0, le=1)
+    band_max: float = Field(0.7, ge=0, le=1)
 
     @field_validator("code_python")
     @classmethod
@@ -120,6 +130,12 @@ class DatasetConfig(BaseModel):
             except ValueError:
                 raise ValueError(f"test_after {v!r} is not an ISO date like 2021-06-30") from None
         return v
+
+    @model_validator(mode="after")
+    def _band(self) -> DatasetConfig:
+        if self.band_min > self.band_max:
+            raise ValueError(f"band_min {self.band_min:g} is above band_max {self.band_max:g}")
+        return self
 
     def model_post_init(self, _context) -> None:
         known = known_families()

@@ -460,11 +460,15 @@ def world_bytes(store: Store, dataset: str) -> int:
 # --- 6. validations ----------------------------------------------------------------------------------
 
 def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress: Progress | None = None,
-                only: Iterable[str] | None = None, llm=None) -> StageResult:
-    """Oracle and null runs for every task not yet validated in this kind of sandbox.
+                only: Iterable[str] | None = None, llm=None, config: DatasetConfig | None = None) -> StageResult:
+    """Oracle and null runs (and every probe) for every task not yet validated in this kind of sandbox; then,
+    for every valid task, what measures its difficulty and is still missing: one run of each retrieval baseline
+    (`config.baselines`, graders.baselines) and `config.rollouts` model-agent rollouts (graders.agent; only when
+    `llm` has a model).
 
     Each task's runs are stored as soon as its verdict is in, so a run killed at task 6 of 20 keeps the
     first five and the re-run replays only what is missing."""
+    config = config or DatasetConfig()
     all_tasks = store.read("tasks", dataset)
     current = {t.task_id for t in all_tasks}
     wanted = set(only) if only else None
@@ -482,20 +486,105 @@ def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress:
         if progress:
             progress(f"validated {i}/{len(todo)} {task.family} {task.task_id[:10]}: "
                      f"{'ok' if verdict.valid else verdict.reason}")
+    verdicts = verdicts_by_task(rows, all_tasks)
+    measuring = [t for t in all_tasks
+                 if verdicts.get(t.task_id, (False,))[0] and (wanted is None or t.task_id in wanted)]
+    rows, measured = measure(store, dataset, sandbox, rows, measuring, config, llm, progress)
     # images no current task (of any dataset in this home) uses any more
     # (and environment images no current task names: world["env"]["key"])
     pruned = sandbox.prune({k for ds in store.datasets("tasks") for t in store.iter("tasks", ds)
                             for k in (t.world_hash, (t.world.get("env") or {}).get("key")) if k})
-    verdicts = verdicts_by_task(rows, all_tasks)
     rejected = [Rejection(dataset=dataset, stage="validated", family=t.family, subject_id=t.task_id,
                           reason=verdicts[t.task_id][1].split(":")[0], detail=verdicts[t.task_id][1])
                 for t in all_tasks if t.task_id in verdicts and not verdicts[t.task_id][0]]
     record_rejections(store, dataset, "validated", rejected)
     valid = sum(1 for t in all_tasks if verdicts.get(t.task_id, (False,))[0])
+    report = difficulty_report(store, dataset, config, all_tasks, rows)
     return StageResult({"tasks": len(all_tasks), "validated_now": len(todo), "valid": valid,
                         "rejected": len(rejected), "runs": len(rows), "images_pruned": len(pruned),
-                        "infra_errors": sum(1 for v in rows if v.error_class in ("infra", "timeout"))},
-                       [{"task": r.subject_id[:12], "reason": r.detail[:100]} for r in rejected[:5]])
+                        "infra_errors": sum(1 for v in rows if v.error_class in ("infra", "timeout")),
+                        **measured},
+                       [{"task": r.subject_id[:12], "reason": r.detail[:100]} for r in rejected[:5]],
+                       extra=report)
+
+
+MEASURE_KINDS = ("baseline:", "rollout:")
+
+
+def measure(store: Store, dataset: str, sandbox, rows: list[Validation], tasks: list[Task], config: DatasetConfig,
+            llm=None, progress: Progress | None = None) -> tuple[list[Validation], dict[str, int]]:
+    """The difficulty runs of valid `tasks` still missing in this kind of sandbox (a run that failed on
+    infrastructure is redone): every baseline once, `config.rollouts` rollouts with a model. Stored per task."""
+    from graders import agent, baselines
+
+    def kept(v: Validation) -> bool:
+        return v.sandbox == sandbox.kind and v.error_class not in ("infra", "timeout")
+
+    counts = {"baseline_runs_now": 0, "rollouts_now": 0}
+    if config.baselines:
+        have = {v.task_id for v in rows if v.run_kind.startswith("baseline:") and kept(v)}
+        todo = [t for t in tasks if t.task_id not in have and baselines.applicable(t.family)]
+        for i, t in enumerate(todo, 1):
+            new = replay.baseline_runs(t, store.worlds(dataset), sandbox, llm=llm)
+            rows = [v for v in rows if not (v.task_id == t.task_id and v.run_kind.startswith("baseline:"))] + new
+            store.replace("validations", dataset, rows)
+            counts["baseline_runs_now"] += len(new)
+            if progress:
+                progress(f"baseline {i}/{len(todo)} {t.family} {t.task_id[:10]}: "
+                         + ", ".join(f"{v.run_kind[9:]} {v.score}" for v in new))
+    n = config.rollouts if llm is not None and getattr(llm, "enabled", False) else 0
+    if n:
+        kind = f"rollout:{llm.config.model}"
+        for t in tasks:
+            done = {v.attempt for v in rows if v.task_id == t.task_id and v.run_kind == kind and kept(v)}
+            for attempt in (a for a in range(n) if a not in done):
+                v, _ = agent.rollout(t, store.worlds(dataset), sandbox, llm, attempt=attempt)
+                rows = [r for r in rows if not (r.task_id == t.task_id and r.run_kind == kind
+                                                 and r.attempt == attempt)] + [v]
+                store.replace("validations", dataset, rows)
+                counts["rollouts_now"] += 1
+                if progress:
+                    progress(f"rollout {attempt + 1}/{n} {t.family} {t.task_id[:10]}: {v.score} {v.status}")
+    return rows, counts
+
+
+def difficulty_report(store: Store, dataset: str, config: DatasetConfig, all_tasks: list[Task] | None = None,
+                      rows: list[Validation] | None = None, published: set[str] | None = None) -> dict:
+    """Difficulty and grader error per family (graders.difficulty.stats) as stats, a table and a PNG plot
+    (also written to reports/<dataset>/difficulty.png). `published` defaults to the valid tasks the band keeps."""
+    from graders import difficulty
+
+    all_tasks = store.read("tasks", dataset) if all_tasks is None else all_tasks
+    rows = store.read("validations", dataset) if rows is None else rows
+    verdicts = verdicts_by_task(rows, all_tasks)
+    valid = {t.task_id for t in all_tasks if verdicts.get(t.task_id, (False,))[0]}
+    if published is None:
+        kept = retired(all_tasks, rows, config)
+        published = valid - set(kept)
+    st = difficulty.stats(all_tasks, rows, valid, published, config.band_min, config.band_max)
+    out = {"difficulty": st, "difficulty_table": difficulty.table(st)}
+    if st:
+        png = difficulty.plot(st, f"{dataset}: difficulty and grader error")
+        report = store.home / "reports" / dataset
+        report.mkdir(parents=True, exist_ok=True)
+        (report / "difficulty.png").write_bytes(png)
+        out.update(difficulty_plot=png, difficulty_plot_path=str(report / "difficulty.png"))
+    return out
+
+
+def retired(tasks: list[Task], rows: list[Validation], config: DatasetConfig) -> dict[str, str]:
+    """task id -> why its difficulty band keeps it from publishing (rollouts put it outside [band_min, band_max])."""
+    from graders import difficulty
+
+    by_task: dict[str, list[Validation]] = {}
+    for v in rows:
+        by_task.setdefault(v.task_id, []).append(v)
+    out = {}
+    for t in tasks:
+        d = difficulty.of(t, by_task.get(t.task_id, []), config.band_min, config.band_max)
+        if d.retire:
+            out[t.task_id] = d.retire
+    return out
 
 
 def verdicts_by_task(rows: list[Validation], tasks: Iterable[Task] = ()) -> dict[str, tuple[bool, str]]:
@@ -589,13 +678,39 @@ def publish(store: Store, dataset: str, config: DatasetConfig | None = None
             why = (f"none of its {len(all_tasks)} tasks passed validation (see the rejections table)"
                    if all_tasks else "no task was built from it (see the funnel and the rejections table)")
             raise PublishRefused(f"{dataset}: {why}; {keep}")
+        out_of_band = retired(valid, vals, config)
+        record_rejections(store, dataset, "published", [
+            Rejection(dataset=dataset, stage="published", family=t.family, subject_id=t.task_id,
+                      reason=out_of_band[t.task_id].split(":")[0], detail=out_of_band[t.task_id])
+            for t in valid if t.task_id in out_of_band])
+        if len(out_of_band) == len(valid):
+            raise PublishRefused(f"{dataset}: every one of its {len(valid)} valid tasks is outside the difficulty "
+                                 f"band [{config.band_min:g}, {config.band_max:g}] of its rollouts (see the "
+                                 f"rejections table, stage published); {keep}")
+        valid = [t for t in valid if t.task_id not in out_of_band]
+        measured = per_task_difficulty(valid, vals, config)
+        report = difficulty_report(store, dataset, config, all_tasks, vals, {t.task_id for t in valid})
         summary: dict[str, dict] = {}
         for v in vals:
             s = summary.setdefault(v.task_id, {"sandbox": v.sandbox, "oracle": [], "null": []})
             if v.run_kind in ("oracle", "null"):
                 s[v.run_kind].append(v.score)
         counts = funnel(store, dataset)
+        if out_of_band:
+            counts["retired_by_difficulty"] = len(out_of_band)
         counts["published"] = len(valid)
         result = publishing.publish(valid, store.worlds(dataset), store.published_root(), dataset, funnel=counts,
-                                    validation=summary, rules=audit_rules(store, dataset))
+                                    validation=summary, rules=audit_rules(store, dataset), difficulty=measured,
+                                    stats=report["difficulty"])
     return result, counts
+
+
+def per_task_difficulty(tasks: list[Task], rows: list[Validation], config: DatasetConfig) -> dict[str, dict]:
+    """task id -> its published difficulty columns (graders.difficulty)."""
+    from graders import difficulty
+
+    by_task: dict[str, list[Validation]] = {}
+    for v in rows:
+        by_task.setdefault(v.task_id, []).append(v)
+    return {t.task_id: difficulty.of(t, by_task.get(t.task_id, []), config.band_min, config.band_max).columns()
+            for t in tasks}

@@ -65,6 +65,15 @@ def swe_columns(t: Task) -> dict[str, str | None]:
             "version": ((t.world or {}).get("env") or {}).get("key")}
 
 
+# What is measured of each task (graders.difficulty): probe scores (JSON {probe: score}) and how many passed, the
+# flaky flag (oracle scores differed across repeats), baseline scores (JSON {baseline: score}) and whether one
+# solved it, the model's rollouts, pass@1 and pass@k (null without rollouts), the difficulty band.
+DIFFICULTY_COLUMNS = [("probe_scores", pa.string()), ("probes_passed", pa.int64()), ("flaky", pa.bool_()),
+                      ("baseline_scores", pa.string()), ("baseline_solved", pa.bool_()), ("rollouts", pa.int64()),
+                      ("pass_at_1", pa.float64()), ("pass_at_k", pa.float64()), ("difficulty", pa.string())]
+UNMEASURED = {"probe_scores": "{}", "probes_passed": 0, "flaky": False, "baseline_scores": "{}",
+              "baseline_solved": False, "rollouts": 0, "pass_at_1": None, "pass_at_k": None, "difficulty": "unmeasured"}
+
 TASK_COLUMNS = pa.schema([
     ("task_id", pa.string()), ("dataset", pa.string()), ("family", pa.string()), ("split", pa.string()),
     ("prompt", pa.string()), ("cutoff", pa.timestamp("us", tz="UTC")), ("world_dir", pa.string()),
@@ -72,6 +81,7 @@ TASK_COLUMNS = pa.schema([
     ("rubric", pa.string()), ("lineage", pa.list_(pa.string())), ("canary", pa.string()),
     ("validation", pa.string()),
     *SWE_COLUMNS,
+    *DIFFICULTY_COLUMNS,
 ])
 
 
@@ -84,12 +94,18 @@ class Published:
 
 
 def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: str, *, funnel: dict[str, int],
-            validation: dict[str, dict], rules: audit.Rules) -> Published:
-    """Stage, leak-audit (`privacy.audit.audit` with the dataset's `rules`), then rename into place."""
+            validation: dict[str, dict], rules: audit.Rules, difficulty: dict[str, dict] | None = None,
+            stats: dict[str, dict] | None = None) -> Published:
+    """Stage, leak-audit (`privacy.audit.audit` with the dataset's `rules`), then rename into place.
+    `difficulty`: task id -> its DIFFICULTY_COLUMNS (graders.difficulty.Difficulty.columns); `stats`: per family
+    difficulty and grader error (graders.difficulty.stats), into the manifest and the card."""
     tasks = sorted(tasks, key=lambda t: t.task_id)
+    difficulty, stats = difficulty or {}, stats or {}
     world_key = json.loads((world_root / "world.json").read_text()).get("key") if (world_root / "world.json").exists() \
         else None
-    digest = content_hash("publish", PIPELINE_VERSION, world_key, [(t.task_id, t.world_hash) for t in tasks])[:12]
+    # what was measured is content too: new baselines or rollouts of the same tasks are a new version
+    digest = content_hash("publish", PIPELINE_VERSION, world_key, [(t.task_id, t.world_hash) for t in tasks],
+                          [difficulty.get(t.task_id) for t in tasks], stats)[:12]
     version = f"{PIPELINE_VERSION}-{digest}"
     final = out_root / dataset / version
     if final.exists() and (final / "manifest.json").exists():
@@ -108,10 +124,10 @@ def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: st
             "world_manifest": canonical_json({k: v for k, v in t.world.items() if k != "view"}),
             "reference": canonical_json(t.reference), "rubric": canonical_json(t.rubric),
             "lineage": t.lineage, "canary": t.canary, "validation": canonical_json(validation.get(t.task_id, {})),
-            **swe_columns(t),
+            **swe_columns(t), **(difficulty.get(t.task_id) or UNMEASURED),
         })
     pq.write_table(pa.Table.from_pylist(rows, schema=TASK_COLUMNS), stage / "tasks.parquet", compression="zstd")
-    (stage / "README.md").write_text(_card(dataset, version, tasks, funnel), encoding="utf-8")
+    (stage / "README.md").write_text(_card(dataset, version, tasks, funnel, stats), encoding="utf-8")
     report = audit.audit(stage, rules)
     if not report.ok:
         shutil.rmtree(stage)
@@ -120,7 +136,8 @@ def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: st
     manifest = {"dataset": dataset, "version": version, "pipeline_version": PIPELINE_VERSION,
                 "counts": funnel, "tasks": len(tasks),
                 "families": _count(t.family for t in tasks), "splits": _count(t.split for t in tasks),
-                "files": files}
+                "difficulty": _count(str((difficulty.get(t.task_id) or UNMEASURED)["difficulty"]) for t in tasks),
+                "grader": stats, "files": files}
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     if final.exists():
         shutil.rmtree(final)
@@ -156,7 +173,9 @@ def bundle(repo: Path, out: Path) -> None:
         raise RuntimeError(f"git bundle failed for {repo}: {r.stderr.strip()[:300]}")
 
 
-def _card(dataset: str, version: str, tasks: list[Task], funnel: dict[str, int]) -> str:
+def _card(dataset: str, version: str, tasks: list[Task], funnel: dict[str, int], stats: dict | None = None) -> str:
+    from graders import difficulty
+
     fam = _count(t.family for t in tasks)
     lines = [
         f"# {dataset} {version}", "",
@@ -175,5 +194,18 @@ def _card(dataset: str, version: str, tasks: list[Task], funnel: dict[str, int])
         "cutoff (`ds.tools(task_id)`, `ds.repositories(task_id, dest)` in `warehouse.loader`, or",
         "`taskmine serve --published DIR --task ID` for an MCP client); never hand the world files to an agent.",
         "Test-split rows carry a canary string: do not train on them.", "",
+        "## Difficulty and grader error", "",
+        "Columns of `tasks.parquet`: `probe_scores` (JSON: each probe, a cheap or wrong outcome, and its score; every",
+        "published task's probes scored under their thresholds), `probes_passed`, `flaky` (the oracle's scores",
+        "differed across repeats; such tasks are not published), `baseline_scores` (JSON: retrieval baselines without",
+        "a model that copy the nearest earlier work in the world) and `baseline_solved`, `rollouts`, `pass_at_1` and",
+        "`pass_at_k` (a model agent's rollouts, k = rollouts; null without), and `difficulty`: `in_band` (the",
+        "rollouts' pass rate within the configured band, 2%-70% by default; tasks outside it are retired and not",
+        "published), `easy` (no rollouts; a baseline solves it), `unmeasured` (no rollouts, no baseline solves it).",
+        "",
+        "Per family, over every task built (probes, alternatives) or every valid task (bands, baselines, rollouts):",
+        "probes passing estimate the grader's false positives, valid alternative outcomes that fail its false",
+        "negatives (n = runs; n=0: not measured).", "",
+        difficulty.markdown(difficulty.table(stats or {})), "",
     ]
     return "\n".join(lines)

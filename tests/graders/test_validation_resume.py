@@ -67,8 +67,9 @@ def test_a_killed_validation_keeps_finished_tasks_and_the_rerun_does_only_the_re
     box = Counting()
     res = flow.validations(store, "acme", box, repeats=1)
     assert res.counts["validated_now"] == total - 5
-    assert box.runs == sum(per[5:])
-    assert res.counts["valid"] == total and res.counts["runs"] == sum(per)
+    # then one baseline run per valid task (none ran before the kill: baselines follow every task's validation)
+    assert box.runs == sum(per[5:]) + total and res.counts["baseline_runs_now"] == total
+    assert res.counts["valid"] == total and res.counts["runs"] == sum(per) + total
 
     again = Counting()
     assert flow.validations(store, "acme", again, repeats=1).counts["validated_now"] == 0 and again.runs == 0

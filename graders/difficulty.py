@@ -1,0 +1,242 @@
+"""How hard each task is and how far its grader can be trusted, read from its validation rows.
+
+Every measurement is a Validation row of the task, told apart by its run kind: `oracle`, `null`, `probe:<name>`
+(a cheap or wrong outcome that must fail: a pass is a grader false positive), `alt:<name>` (a valid different
+outcome that must pass: a failure is a grader false negative), `baseline:<name>` (graders.baselines: retrieval
+without a model) and `rollout:<model>` (graders.agent: a model agent). This module only reads them:
+
+- per task (`of`): probe scores, the flaky flag (oracle scores differ across repeats), baseline scores and whether
+  one solved the task (easy), the model's pass@1 and pass@k, and a difficulty band: with rollouts the pass rate
+  decides (`in_band` inside [band_min, band_max], else `too_easy` / `too_hard`, retired from publishing with the
+  reason); without, the task is kept, `easy` when a baseline solves it, `unmeasured` otherwise;
+- per dataset (`stats`): per family the band histogram, probe pass rates (the false-positive estimate), baseline
+  solve rates, rollout pass rates and the false-negative estimate, each with its sample size n; `plot` draws them.
+
+Infrastructure failures (error_class infra or timeout) are no score and are never counted in any n.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from warehouse.schemas import Task, Validation
+
+SOLVED = 0.99        # the score from which a run counts as solving the task (the oracle's bar, graders.agent.PASS)
+ALT_MIN = 0.99       # the score a valid alternative must reach unless the task states its own (reference
+                     #   ["alternatives"][i]["min"])
+BANDS = ("too_hard", "in_band", "too_easy", "easy", "unmeasured")
+
+
+def _scored(rows: Iterable[Validation], prefix: str) -> list[Validation]:
+    return [r for r in rows if r.run_kind.startswith(prefix) and r.error_class not in ("infra", "timeout")]
+
+
+def probe_limits(task: Task) -> dict[str, float]:
+    return {p["name"]: float(p.get("max", 0.5)) for p in task.reference.get("probes") or []}
+
+
+def alt_limits(task: Task) -> dict[str, float]:
+    return {a["name"]: float(a.get("min", ALT_MIN)) for a in task.reference.get("alternatives") or []
+            if isinstance(a, dict) and a.get("name")}
+
+
+@dataclass
+class Difficulty:
+    """One task's measurements (see the module docstring)."""
+
+    probes: dict[str, float | None] = field(default_factory=dict)
+    probes_passed: list[str] = field(default_factory=list)
+    oracle: list[float | None] = field(default_factory=list)
+    flaky: bool = False
+    baselines: dict[str, float | None] = field(default_factory=dict)
+    easy: bool = False
+    rollouts: int = 0            # graded rollouts
+    solved: int = 0              # of them, those scoring >= SOLVED
+    alts: dict[str, float | None] = field(default_factory=dict)
+    alts_failed: list[str] = field(default_factory=list)
+    band: str = "unmeasured"
+    retire: str = ""             # why the band keeps the task from publishing ("" = published)
+
+    @property
+    def pass_at_1(self) -> float | None:
+        return self.solved / self.rollouts if self.rollouts else None
+
+    @property
+    def pass_at_k(self) -> float | None:
+        """pass@k with k = the number of rollouts (solved at least once)."""
+        from graders.agent import pass_at_k
+
+        return pass_at_k(self.rollouts, self.solved, self.rollouts) if self.rollouts else None
+
+    def columns(self) -> dict:
+        """The published columns of the task (warehouse.publish)."""
+        import json
+
+        return {"probe_scores": json.dumps(self.probes, sort_keys=True), "probes_passed": len(self.probes_passed),
+                "flaky": self.flaky, "baseline_scores": json.dumps(self.baselines, sort_keys=True),
+                "baseline_solved": self.easy, "rollouts": self.rollouts,
+                "pass_at_1": self.pass_at_1, "pass_at_k": self.pass_at_k, "difficulty": self.band}
+
+
+def of(task: Task, rows: Iterable[Validation], band_min: float = 0.02, band_max: float = 0.7) -> Difficulty:
+    """The task's measurements and band from its validation rows."""
+    rows = [r for r in rows if r.task_id == task.task_id]
+    d = Difficulty()
+    limits = probe_limits(task)
+    for r in _scored(rows, "probe:"):
+        name = r.run_kind[6:]
+        d.probes[name] = r.score
+        if r.score is None or r.score >= limits.get(name, 0.5):
+            d.probes_passed.append(name)
+    d.oracle = [r.score for r in sorted(_scored(rows, "oracle"), key=lambda r: r.attempt)]
+    d.flaky = len(set(d.oracle)) > 1
+    for r in _scored(rows, "baseline:"):
+        d.baselines[r.run_kind[9:]] = r.score
+    d.easy = any(s is not None and s >= SOLVED for s in d.baselines.values())
+    runs = [r for r in _scored(rows, "rollout:") if r.score is not None]
+    d.rollouts, d.solved = len(runs), sum(1 for r in runs if r.score >= SOLVED)
+    alt_min = alt_limits(task)
+    for r in _scored(rows, "alt:"):
+        name = r.run_kind[4:]
+        d.alts[name] = r.score
+        if r.score is None or r.score < alt_min.get(name, ALT_MIN):
+            d.alts_failed.append(name)
+    if d.rollouts:
+        p = d.pass_at_1
+        if p < band_min:
+            d.band, d.retire = "too_hard", f"difficulty: pass@1 {p:.2f} of {d.rollouts} rollouts below band_min " \
+                                           f"{band_min:g}"
+        elif p > band_max:
+            d.band, d.retire = "too_easy", f"difficulty: pass@1 {p:.2f} of {d.rollouts} rollouts above band_max " \
+                                           f"{band_max:g}"
+        else:
+            d.band = "in_band"
+    else:
+        d.band = "easy" if d.easy else "unmeasured"
+    return d
+
+
+def _rate(k: int, n: int) -> dict:
+    return {"n": n, "k": k, "rate": round(k / n, 4) if n else None}
+
+
+def stats(tasks: list[Task], rows: list[Validation], valid: set[str], published: set[str],
+          band_min: float = 0.02, band_max: float = 0.7) -> dict[str, dict]:
+    """Per family: tasks, valid, published, retired by band, flaky, the band histogram of valid tasks, probe pass
+    rate (false-positive estimate; probes of every task), baseline solve rate and rollout pass rate (valid tasks),
+    false-negative rate (alt runs of every task), each as {"n", "k", "rate"}."""
+    from graders import baselines as B
+
+    by_task: dict[str, list[Validation]] = {}
+    for r in rows:
+        by_task.setdefault(r.task_id, []).append(r)
+    out: dict[str, dict] = {}
+    for t in sorted(tasks, key=lambda t: (t.family, t.task_id)):
+        f = out.setdefault(t.family, {"tasks": 0, "valid": 0, "published": 0, "retired": 0, "flaky": 0,
+                                      "bands": Counter(), "probes": [0, 0], "baseline": [0, 0],
+                                      "rollouts": [0, 0], "alts": [0, 0],
+                                      "baseline_applicable": B.applicable(t.family)})
+        d = of(t, by_task.get(t.task_id, []), band_min, band_max)
+        f["tasks"] += 1
+        f["flaky"] += d.flaky
+        f["probes"][0] += len(d.probes)
+        f["probes"][1] += len(d.probes_passed)
+        f["alts"][0] += len(d.alts)
+        f["alts"][1] += len(d.alts_failed)
+        if t.task_id not in valid:
+            continue
+        f["valid"] += 1
+        f["published"] += t.task_id in published
+        f["retired"] += bool(d.retire)
+        f["bands"][d.band] += 1
+        if d.baselines:
+            f["baseline"][0] += 1
+            f["baseline"][1] += d.easy
+        f["rollouts"][0] += d.rollouts
+        f["rollouts"][1] += d.solved
+    return {fam: {"tasks": f["tasks"], "valid": f["valid"], "published": f["published"], "retired": f["retired"],
+                  "flaky": f["flaky"], "difficulty": {b: f["bands"][b] for b in BANDS if f["bands"][b]},
+                  "probe_pass": _rate(f["probes"][1], f["probes"][0]),
+                  "baseline_solved": _rate(f["baseline"][1], f["baseline"][0]) if f["baseline_applicable"]
+                  else "no baseline for this family",
+                  "rollout_pass": _rate(f["rollouts"][1], f["rollouts"][0]),
+                  "false_negative": _rate(f["alts"][1], f["alts"][0])}
+            for fam, f in out.items()}
+
+
+def _show(r) -> str:
+    if not isinstance(r, dict):
+        return str(r)
+    return f"{r['k']}/{r['n']} ({r['rate']:.0%})" if r["n"] else "n=0"
+
+
+def table(st: dict[str, dict]) -> list[dict[str, str]]:
+    """One row per family for a markdown table (the card, Dagster metadata, the report)."""
+    return [{"family": fam, "tasks": str(s["tasks"]), "valid": str(s["valid"]), "kept by band": str(s["published"]),
+             "retired (band)": str(s["retired"]), "flaky": str(s["flaky"]),
+             "difficulty": ", ".join(f"{b} {n}" for b, n in s["difficulty"].items()) or "-",
+             "probes passing (FP)": _show(s["probe_pass"]), "baseline solves": _show(s["baseline_solved"]),
+             "rollouts solving": _show(s["rollout_pass"]), "alternatives failing (FN)": _show(s["false_negative"])}
+            for fam, s in st.items()]
+
+
+def markdown(rows: list[dict[str, str]]) -> str:
+    if not rows:
+        return "(no task)"
+    cols = list(rows[0])
+    return "\n".join(["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+                     + ["| " + " | ".join(r[c].replace("|", "/") for c in cols) + " |" for r in rows])
+
+
+def plot(st: dict[str, dict], title: str) -> bytes:
+    """PNG bytes: left, the difficulty histogram per family (stacked bands of valid tasks); right, per family the
+    probe pass rate (false positives), baseline solve rate and false-negative rate, each labelled with its n."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fams = list(st)
+    colors = {"too_hard": "#d62728", "in_band": "#2ca02c", "too_easy": "#ff7f0e", "easy": "#bcbd22",
+              "unmeasured": "#9e9e9e"}
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 0.6 * max(3, len(fams)) + 1.5), dpi=90)
+    y = np.arange(len(fams))
+    left = np.zeros(len(fams))
+    for band in BANDS:
+        vals = np.array([st[f]["difficulty"].get(band, 0) for f in fams], dtype=float)
+        if vals.any():
+            a.barh(y, vals, left=left, color=colors[band], label=band)
+            left += vals
+    a.set_yticks(y, fams, fontsize=8)
+    a.set_xlabel("valid tasks", fontsize=8)
+    a.set_title("difficulty band per family", fontsize=9)
+    a.legend(fontsize=7, frameon=False)
+    width = 0.27
+    for i, (key, label, color) in enumerate((("probe_pass", "probes passing (FP)", "#d62728"),
+                                             ("baseline_solved", "baseline solves", "#bcbd22"),
+                                             ("false_negative", "alternatives failing (FN)", "#1f77b4"))):
+        vals, ns = [], []
+        for f in fams:
+            r = st[f][key]
+            vals.append((r["rate"] or 0.0) if isinstance(r, dict) else 0.0)
+            ns.append((f"{r['rate']:.0%} of n={r['n']}" if r["n"] else "n=0") if isinstance(r, dict)
+                      else "no baseline")
+        bars = b.barh(y + (1 - i) * width, vals, height=width, color=color, label=label)   # legend order, top down
+        for bar, n in zip(bars, ns):
+            b.annotate(n, (bar.get_width(), bar.get_y() + bar.get_height() / 2), fontsize=6, va="center",
+                       xytext=(2, 0), textcoords="offset points")
+    b.set_yticks(y, fams, fontsize=8)
+    b.set_xlim(0, 1.15)
+    b.set_xlabel("share of runs", fontsize=8)
+    b.set_title("grader error and baseline", fontsize=9)
+    b.legend(fontsize=7, frameon=False, loc="lower right")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
