@@ -357,19 +357,21 @@ class _Miner:
             replies = [r for r in self.children.get(q.event_id, []) if r.source == "slack"]
             in_thread = True
             if not any(person_of(r) != asker and not automated(r) for r in replies):
-                # no thread answer: the next channel message by someone else that addresses the asker
-                # or is not a question of its own
+                # no thread answer: the next channel message by someone else that addresses the asker, comes
+                # from someone the question addressed ("@Ysolde, are the sessions still on?"), or, when it
+                # addressed nobody, is the very next message and not a question of its own
                 pos = bisect.bisect_right(keys[ch], _key(q))
                 later, first = [], True
+                addressed = {str(m.get("name", "")).lower() for m in q.attrs.get("mentions") or []} - {""}
                 for r in channel[ch][pos:]:
                     if r.ts - q.ts > channel_window:
                         break
                     if person_of(r) == asker or automated(r):
                         continue
                     mentioned = {str(m.get("name", "")).lower() for m in r.attrs.get("mentions") or []}
-                    if (q.actor_name or "").lower() in mentioned or (
-                            first and r.ts - q.ts <= ADJACENT and not is_request(new_text(r))):
-                        later = [r]      # addresses the asker, or is the very next message and no question
+                    if (q.actor_name or "").lower() in mentioned or (r.actor_name or "").lower() in addressed or (
+                            first and not addressed and r.ts - q.ts <= ADJACENT and not is_request(new_text(r))):
+                        later = [r]
                         break
                     first = False
                 if later:

@@ -88,6 +88,23 @@ def test_slack_question_answered_in_thread_or_in_channel():
     assert skipped["C1:4.1"] == "its answer answers an earlier question"
 
 
+def test_a_question_addressed_to_someone_is_answered_by_their_next_channel_message():
+    """On the real R Contributors export "@Ysolde ... are the sessions still going ahead?" was answered by Ysolde
+    in the channel 23 minutes later, after someone else's message: it used to be "no reply"."""
+    events = [
+        chat("1.0", 0, "ann", "@Yva are the next sessions still on? meetup says cancelled", mentions=("yva",)),
+        chat("1.5", 0.2, "bob", "I got the same mail"),                                  # not the one asked
+        chat("2.0", 0.4, "yva", "Sorry, meetup made duplicates; they are on as planned"),
+        chat("3.0", 10, "cat", "@Zed where is the deploy script?", mentions=("zed",)),
+        chat("4.0", 15, "zed", "morning all"),                                            # after the window
+    ]
+    items, skipped = mine(events)
+    qa = {i.request_event_id: i for i in items if i.kind == "chat_answer"}
+    eid = lambda n: event_id("d", "slack", f"C1:{n}")  # noqa: E731
+    assert qa[eid("1.0")].outcome_event_ids == [eid("2.0")] and not qa[eid("1.0")].attrs["in_thread"]
+    assert skipped["C1:3.0"] == "no reply"
+
+
 def test_ticket_resolved_with_a_comment():
     def jira(kind, native, h, thread, **kw):
         return Event(event_id=event_id("d", "jira", native), dataset="d", source="jira", kind=kind, native_id=native,
