@@ -47,6 +47,8 @@ MIN_FACTS = 1            # gradable facts a deterministic rubric needs (below: j
 MAX_TEXT = 4000          # characters of a request or reply kept in a rubric (judge context)
 FUTURE_ISSUES = 20       # issues filed after the cutoff whose keys a response must not name
 FUTURE_EVENTS = 10       # later messages of the thread whose facts a response must not state
+SIGNATURE_LINES = 12     # closing lines of a mail compared with the author's other mails (Tools.without_signature)
+FOOTER_AUTHORS = 3       # closing lines that mails of this many other people end with too are a list's footer
 ACK = {
     "mail": "Hello,\n\nthank you for your message. I have received it and will look into it and get back to you "
             "as soon as I can.\n\nBest regards",
@@ -305,6 +307,44 @@ class Tools:
         for e in sorted(ctx.events.values(), key=lambda e: (e.ts, e.event_id)):
             if e.thread_key:
                 self.threads.setdefault(e.thread_key, []).append(e)
+        self._tails: dict[str, list[tuple[str, list[str]]]] | None = None
+
+    def without_signature(self, e: Event, text: str) -> str:
+        """`text` (what the mail `e` adds) without the closing lines its author ends other mails with too (a
+        signature without the `-- ` separator: name, title, blog and social links) or that the mails of at least
+        FOOTER_AUTHORS other people end with (a list's footer). They
+        are no part of the answer: as facts they would grade the agent on the author's social links, and as
+        hidden text the author's earlier mails would "leak" them. At least one line of the text stays (a mail
+        that is all closing lines is left to the other checks)."""
+        if self._tails is None:
+            self._tails = {}
+            for x in self.ctx.events.values():
+                if x.source == "email" and x.kind == "email":
+                    lines = [ln.strip() for ln in new_text(x).split("\n") if ln.strip()]
+                    self._tails.setdefault(person_of(x), []).append((x.event_id, lines[-SIGNATURE_LINES:]))
+        mine = [ln.strip() for ln in text.split("\n") if ln.strip()]
+        if len(mine) < 2:
+            return text
+
+        def shared(tail: list[str]) -> int:
+            k = 0
+            while k < min(len(tail), len(mine) - 1) and tail[-1 - k] == mine[-1 - k]:
+                k += 1
+            return k
+
+        me = person_of(e)
+        common = max((shared(t) for eid, t in self._tails.get(me, []) if eid != e.event_id), default=0)
+        others = sorted((max((shared(t) for _, t in tails), default=0) for who, tails in self._tails.items()
+                         if who != me), reverse=True)
+        if len(others) >= FOOTER_AUTHORS:       # a list's footer: the closing lines of several other people
+            common = max(common, others[FOOTER_AUTHORS - 1])
+        if not common:
+            return text
+        lines = text.rstrip().split("\n")
+        while common and lines:
+            if lines.pop().strip():
+                common -= 1
+        return "\n".join(lines).rstrip()
 
     def thread(self, e: Event, source: str | None = None) -> list[Event]:
         """The events of `e`'s thread (of one source), in time order."""
