@@ -44,7 +44,17 @@ from dataclasses import dataclass
 
 from extractors.email.text import thread_subject
 from task_builders.config import DatasetConfig
-from task_builders.signals import DIGEST, automated, is_digest, is_reply, is_request, is_trivial, new_text, person_of
+from task_builders.signals import (
+    DIGEST,
+    REPLY_SUBJECT,
+    automated,
+    is_digest,
+    is_reply,
+    is_request,
+    is_trivial,
+    new_text,
+    person_of,
+)
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Rejection, WorkItem
 
@@ -309,9 +319,12 @@ class _Miner:
         if not text and not (e.title or "").strip():
             self.skip(kind, e, SKIP_EMPTY)
             return False
-        # a reply's subject ("Re: Please reset my password") is its thread's request, not its own
+        # a reply's subject ("Re: Please reset my password") is its thread's request, not its own; but a
+        # message threaded under another with a subject of its own (a patch series sent with In-Reply-To:
+        # "[PATCH 2/3] ..." under its cover letter) asks what its subject asks
         reply = is_reply(e) if e.source == "email" else bool(e.parent_id)
-        if not is_request(text if reply else f"{e.title or ''}\n{text}", None if reply else e.title):
+        own = not reply or (e.source == "email" and not REPLY_SUBJECT.match(e.title or ""))
+        if not is_request(text if reply else f"{e.title or ''}\n{text}", e.title if own else None):
             self.skip(kind, e, SKIP_NOT_REQUEST)
             return False
         return True

@@ -126,3 +126,20 @@ def test_ticket_resolved_with_a_comment():
     assert skipped == {"P-2": "resolved without a comment", "P-3": "not resolved"}
     funnel = funnel_by_source(events, items, [])
     assert funnel["jira"]["events"] == 7 and funnel["jira"]["work_items"] == {"issue": 3, "resolution": 1}
+
+
+def test_a_patch_threaded_under_its_cover_letter_asks_for_review():
+    """git send-email threads a series under its cover letter (In-Reply-To): on the real LKML/notmuch archive
+    "[PATCH 2/2] notmuch-new: ..." was taken for a reply, whose subject asks nothing of its own."""
+    events = [
+        mail("c0", 0, "dar", "This series adds maildir flags.", title="[PATCH 0/2] maildir flags"),
+        mail("p2", 0.1, "dar", "Tag mails as seen when maildir says so.", title="[PATCH 2/2] notmuch-new: tags",
+             parent=("c0", "c0")),
+        mail("r2", 5, "val", "Use notmuch_message_get_flags() here.", title="Re: [PATCH 2/2] notmuch-new: tags",
+             parent=("p2", "c0")),
+        mail("r3", 6, "dar", "Right, will do.", title="Re: [PATCH 2/2] notmuch-new: tags", parent=("r2", "c0")),
+    ]
+    items, skipped = mine(events)
+    asked = {i.request_event_id for i in items if i.kind == "email_reply"}
+    assert event_id("d", "email", "p2") in asked
+    assert skipped["r3"] == "asks for nothing"           # a reply's "[PATCH]" subject is its thread's, not its own
