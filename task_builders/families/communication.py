@@ -269,6 +269,14 @@ class Communication(Family):
 # --- what every family needs of the dataset ---------------------------------------------------------------------
 
 _ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+# what is left of a quote's header once the quote is cut ("2017-11-09 9:30 GMT+01:00 Ann <ann@x.org>:", "On ...
+# Bob wrote:"): it sits between a reply's signature and the list footer, and is no line of the reply itself
+_ATTRIBUTION = re.compile(r"(?:\b(?:wrote|writes|schrieb|a écrit|escribió|ha scritto)|<[^<>\s]+@[^<>\s]+>)\s*:$", re.I)
+
+
+def _closing_lines(text: str) -> list[str]:
+    """The non-empty lines of a message that can close it (Tools.without_signature): no quote header."""
+    return [ln.strip() for ln in text.split("\n") if ln.strip() and not _ATTRIBUTION.search(ln.strip())]
 _PHONE = re.compile(r"(?<![\w+])\+?\d[\d ().-]{7,}\d(?![\w])")
 
 
@@ -320,9 +328,9 @@ class Tools:
             self._tails = {}
             for x in self.ctx.events.values():
                 if x.source == "email" and x.kind == "email":
-                    lines = [ln.strip() for ln in new_text(x).split("\n") if ln.strip()]
+                    lines = _closing_lines(new_text(x))
                     self._tails.setdefault(person_of(x), []).append((x.event_id, lines[-SIGNATURE_LINES:]))
-        mine = [ln.strip() for ln in text.split("\n") if ln.strip()]
+        mine = _closing_lines(text)
         if len(mine) < 2:
             return text
 
@@ -341,8 +349,9 @@ class Tools:
         if not common:
             return text
         lines = text.rstrip().split("\n")
-        while common and lines:
-            if lines.pop().strip():
+        while lines and (common or not lines[-1].strip() or _ATTRIBUTION.search(lines[-1].strip())):
+            line = lines.pop().strip()
+            if line and not _ATTRIBUTION.search(line):
                 common -= 1
         return "\n".join(lines).rstrip()
 

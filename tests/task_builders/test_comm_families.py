@@ -215,7 +215,7 @@ def test_a_reply_loses_the_closing_lines_its_author_ends_other_mails_with():
 
     earlier = mail("x", "oi", f"Shade does that already.\n\n{sig}\n\n{footer}")
     reply = mail("xx", "oi", f"Use resolvedArtifacts, not the dependencies.\nIt is set after resolution.\n\n{sig}"
-                             f"\n\n{footer}")
+                             f"\n\n2017-11-09 9:30 GMT+01:00 Torben Ainsworth <torben@corp.example>:\n\n{footer}")
     other = mail("xxx", "kai", f"Thanks, that works.\n\n{footer}")
     alone = mail("xxxx", "ann", f"Try -X.\n\n{sig}")          # someone else's mail ending like Oisin's
     more = [mail("x" * (6 + i), who, f"Agreed.\n\n{footer}") for i, who in enumerate(("bo", "cy"))]
