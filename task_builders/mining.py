@@ -371,7 +371,7 @@ class _Miner:
             in_thread = True
             if not any(person_of(r) != asker and not automated(r) for r in replies):
                 # no thread answer: the next channel message by someone else that addresses the asker, comes
-                # from someone the question addressed ("@Ysolde, are the sessions still on?"), or, when it
+                # from someone the question addressed ("@Ann, are the sessions still on?"), or, when it
                 # addressed nobody, is the very next message and not a question of its own
                 pos = bisect.bisect_right(keys[ch], _key(q))
                 later, first = [], True

@@ -205,7 +205,7 @@ def test_a_reply_loses_the_closing_lines_its_author_ends_other_mails_with():
     from warehouse.ids import event_id
     from warehouse.schemas import Event
 
-    sig = "Oisin Illingworth\n@oillingworth <https://blog.example/oi> | Github <https://github.com/oi>"
+    sig = "Ann Example\n@annexample <https://blog.example/ann> | Github <https://github.com/annexample>"
     footer = "----\nTo unsubscribe, e-mail: list-unsubscribe@redacted.example"
 
     def mail(n, who, text):
@@ -215,9 +215,9 @@ def test_a_reply_loses_the_closing_lines_its_author_ends_other_mails_with():
 
     earlier = mail("x", "oi", f"Shade does that already.\n\n{sig}\n\n{footer}")
     reply = mail("xx", "oi", f"Use resolvedArtifacts, not the dependencies.\nIt is set after resolution.\n\n{sig}"
-                             f"\n\n2017-11-09 9:30 GMT+01:00 Torben Ainsworth <torben@corp.example>:\n\n{footer}")
+                             f"\n\n2017-11-09 9:30 GMT+01:00 Bob Sample <bob@corp.example>:\n\n{footer}")
     other = mail("xxx", "kai", f"Thanks, that works.\n\n{footer}")
-    alone = mail("xxxx", "ann", f"Try -X.\n\n{sig}")          # someone else's mail ending like Oisin's
+    alone = mail("xxxx", "ann", f"Try -X.\n\n{sig}")          # someone else's mail ending like oi's
     more = [mail("x" * (6 + i), who, f"Agreed.\n\n{footer}") for i, who in enumerate(("bo", "cy"))]
     tools = Tools(BuildContext("d", {e.event_id: e for e in (earlier, reply, other, alone, *more)}, [], None,
                                DatasetConfig(ner_model="")))

@@ -89,8 +89,8 @@ def test_slack_question_answered_in_thread_or_in_channel():
 
 
 def test_a_question_addressed_to_someone_is_answered_by_their_next_channel_message():
-    """On the real R Contributors export "@Ysolde ... are the sessions still going ahead?" was answered by Ysolde
-    in the channel 23 minutes later, after someone else's message: it used to be "no reply"."""
+    """On the real R Contributors export "@<organizer> ... are the sessions still going ahead?" was answered by
+    the organizer in the channel 23 minutes later, after someone else's message: it used to be "no reply"."""
     events = [
         chat("1.0", 0, "ann", "@Yva are the next sessions still on? meetup says cancelled", mentions=("yva",)),
         chat("1.5", 0.2, "bob", "I got the same mail"),                                  # not the one asked
