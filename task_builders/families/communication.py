@@ -11,6 +11,8 @@ Invariants:
   text (no 8-word run of it reachable in the prompt or the world), but for the lines that restate the request
   (the agent is shown those anyway). A fact the prompt states (the request's, its date) is not graded.
 - The persona is the person who really replied (their pseudonym from the anonymized events).
+- A real e-mail reply is its own text without the closing lines its author ends other mails with, or that
+  several other people's mails end with (a signature without `-- `, a list footer; Tools.without_signature).
 - One `states_fact` check per grounded fact of the real reply (task_builders.facts): stated by the reply, not
   by the request, and held by the world at the cutoff (a document then, or the repository then: a commit, a
   file). Facts the world cannot support are listed in the task's metadata, never graded. With fewer than
@@ -269,6 +271,7 @@ class Communication(Family):
 # --- what every family needs of the dataset ---------------------------------------------------------------------
 
 _ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_PHONE = re.compile(r"(?<![\w+])\+?\d[\d ().-]{7,}\d(?![\w])")
 # what is left of a quote's header once the quote is cut ("2017-11-09 9:30 GMT+01:00 Ann <ann@x.org>:", "On ...
 # Bob wrote:"): it sits between a reply's signature and the list footer, and is no line of the reply itself
 _ATTRIBUTION = re.compile(r"(?:\b(?:wrote|writes|schrieb|a écrit|escribió|ha scritto)|<[^<>\s]+@[^<>\s]+>)\s*:$", re.I)
@@ -277,7 +280,6 @@ _ATTRIBUTION = re.compile(r"(?:\b(?:wrote|writes|schrieb|a écrit|escribió|ha s
 def _closing_lines(text: str) -> list[str]:
     """The non-empty lines of a message that can close it (Tools.without_signature): no quote header."""
     return [ln.strip() for ln in text.split("\n") if ln.strip() and not _ATTRIBUTION.search(ln.strip())]
-_PHONE = re.compile(r"(?<![\w+])\+?\d[\d ().-]{7,}\d(?![\w])")
 
 
 class Tools:
@@ -320,10 +322,10 @@ class Tools:
     def without_signature(self, e: Event, text: str) -> str:
         """`text` (what the mail `e` adds) without the closing lines its author ends other mails with too (a
         signature without the `-- ` separator: name, title, blog and social links) or that the mails of at least
-        FOOTER_AUTHORS other people end with (a list's footer). They
-        are no part of the answer: as facts they would grade the agent on the author's social links, and as
-        hidden text the author's earlier mails would "leak" them. At least one line of the text stays (a mail
-        that is all closing lines is left to the other checks)."""
+        FOOTER_AUTHORS other people end with (a list's footer), and the quote header left between them. They are
+        no part of the answer: as facts they would grade the agent on the author's social links, and as hidden
+        text the author's earlier mails would "leak" them. At least one line of the text stays (a mail that is
+        all closing lines is left to the other checks)."""
         if self._tails is None:
             self._tails = {}
             for x in self.ctx.events.values():
