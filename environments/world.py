@@ -435,6 +435,17 @@ class WorldView:
                if needle in f"{r['title'] or ''}\n{r['body'] or ''}".casefold()]
         return out[:limit]
 
+    def authored(self, name: str, limit: int = 3) -> list[dict]:
+        """Documents reachable at the cutoff written by `name` (a pseudonym, case-insensitive): a person the
+        world knows as an author (a sender, a commenter) though no text names them; `mail_search` and `jira
+        show` show who wrote what."""
+        name = " ".join(name.split())
+        if not name:
+            return []
+        rows = self._rows("SELECT event_id, native_id, cls FROM docs WHERE author = ? COLLATE NOCASE AND ts <= ? "
+                          "LIMIT ?", (name, self.t, limit + len(self.hidden)))
+        return [{"event_id": r["event_id"], "native_id": r["native_id"], "cls": r["cls"]} for r in rows][:limit]
+
     def texts(self) -> Iterator[tuple[str, str]]:
         """(native id, title + body) of every document reachable at the cutoff."""
         for r in self._rows("SELECT * FROM docs WHERE ts <= ? ORDER BY id", (self.t,)):

@@ -228,8 +228,8 @@ def stated_in(facts: Iterable[Fact], *texts: str | None) -> list[Fact]:
 
 
 def supported(view, fact: Fact) -> bool:
-    """Does the world at the view's cutoff hold the fact (an issue that exists then, or the text in a document
-    reachable then)? The agent could have found it."""
+    """Does the world at the view's cutoff hold the fact (an issue that exists then, the text in a document
+    reachable then, or for a person, a document they wrote by then)? The agent could have found it."""
     if view is None:
         return False
     if fact.kind == "issue_key" and view.issue(fact.text) is not None:
@@ -242,4 +242,6 @@ def supported(view, fact: Fact) -> bool:
         if any(view.issue(k) is not None for k in keys):
             return True
         return bool(view.token_hits(f"#{number}"))
+    if fact.kind == "person" and any(view.authored(s) for s in fact.spellings() if " " in s.strip()):
+        return True      # by the full name of someone who wrote in the world by then (a sender, a commenter)
     return any(view.token_hits(s) for s in fact.spellings() if len(s) >= 2)

@@ -44,7 +44,17 @@ from dataclasses import dataclass
 
 from extractors.email.text import thread_subject
 from task_builders.config import DatasetConfig
-from task_builders.signals import DIGEST, automated, is_digest, is_reply, is_request, is_trivial, new_text, person_of
+from task_builders.signals import (
+    DIGEST,
+    REPLY_SUBJECT,
+    automated,
+    is_digest,
+    is_reply,
+    is_request,
+    is_trivial,
+    new_text,
+    person_of,
+)
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Rejection, WorkItem
 
@@ -309,9 +319,12 @@ class _Miner:
         if not text and not (e.title or "").strip():
             self.skip(kind, e, SKIP_EMPTY)
             return False
-        # a reply's subject ("Re: Please reset my password") is its thread's request, not its own
+        # a reply's subject ("Re: Please reset my password") is its thread's request, not its own; but a
+        # message threaded under another with a subject of its own (a patch series sent with In-Reply-To:
+        # "[PATCH 2/3] ..." under its cover letter) asks what its subject asks
         reply = is_reply(e) if e.medium == "mail" else bool(e.parent_id)
-        if not is_request(text if reply else f"{e.title or ''}\n{text}", None if reply else e.title):
+        own = not reply or (e.medium == "mail" and not REPLY_SUBJECT.match(e.title or ""))
+        if not is_request(text if reply else f"{e.title or ''}\n{text}", e.title if own else None):
             self.skip(kind, e, SKIP_NOT_REQUEST)
             return False
         return True
@@ -357,19 +370,21 @@ class _Miner:
             replies = [r for r in self.children.get(q.event_id, []) if r.medium == "chat"]
             in_thread = True
             if not any(person_of(r) != asker and not automated(r) for r in replies):
-                # no thread answer: the next channel message by someone else that addresses the asker
-                # or is not a question of its own
+                # no thread answer: the next channel message by someone else that addresses the asker, comes
+                # from someone the question addressed ("@Ann, are the sessions still on?"), or, when it
+                # addressed nobody, is the very next message and not a question of its own
                 pos = bisect.bisect_right(keys[ch], _key(q))
                 later, first = [], True
+                addressed = {str(m.get("name", "")).lower() for m in q.attrs.get("mentions") or []} - {""}
                 for r in channel[ch][pos:]:
                     if r.ts - q.ts > channel_window:
                         break
                     if person_of(r) == asker or automated(r):
                         continue
                     mentioned = {str(m.get("name", "")).lower() for m in r.attrs.get("mentions") or []}
-                    if (q.actor_name or "").lower() in mentioned or (
-                            first and r.ts - q.ts <= ADJACENT and not is_request(new_text(r))):
-                        later = [r]      # addresses the asker, or is the very next message and no question
+                    if (q.actor_name or "").lower() in mentioned or (r.actor_name or "").lower() in addressed or (
+                            first and not addressed and r.ts - q.ts <= ADJACENT and not is_request(new_text(r))):
+                        later = [r]
                         break
                     first = False
                 if later:

@@ -42,12 +42,14 @@ class CommitLink(Family):
         commits = {e.native_id: e for e in ctx.by_kind("commit")}
         issues = {e.native_id: e for e in ctx.by_kind("issue_created")}
         for item in ctx.items:
+            # an export without any repository (a tracker alone, or `git log` metadata that no extractor reads
+            # as a repository) says so, rather than that no commit names the issue: no commit could
+            if not ctx.repos and not commits:
+                yield self.reject(ctx, item, "no git repository in the dataset")
+                continue
             shas = item.attrs.get("fix_shas") or []
             if not shas:
                 yield self.reject(ctx, item, "no commit names the issue")
-                continue
-            if not ctx.repos and not commits:
-                yield self.reject(ctx, item, "no git repository in the dataset")
                 continue
             repos = {commits[s].attrs.get("repo") for s in shas if s in commits}
             if len(repos) != 1:

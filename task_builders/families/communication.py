@@ -11,6 +11,8 @@ Invariants:
   text (no 8-word run of it reachable in the prompt or the world), but for the lines that restate the request
   (the agent is shown those anyway). A fact the prompt states (the request's, its date) is not graded.
 - The persona is the person who really replied (their pseudonym from the anonymized events).
+- A real e-mail reply is its own text without the closing lines its author ends other mails with, or that
+  several other people's mails end with (a signature without `-- `, a list footer; Tools.without_signature).
 - One `states_fact` check per grounded fact of the real reply (task_builders.facts): stated by the reply, not
   by the request, and held by the world at the cutoff (a document then, or the repository then: a commit, a
   file). Facts the world cannot support are listed in the task's metadata, never graded. With fewer than
@@ -48,6 +50,8 @@ MAX_TEXT = 4000          # characters of a request or reply kept in a rubric (ju
 FUTURE_ISSUES = 20       # issues filed after the cutoff whose keys a response must not name
 FUTURE_EVENTS = 10       # later messages of the thread whose facts a response must not state
 MIN_MENTIONS = 10        # facts a response may name before it counts as naming everything at once
+SIGNATURE_LINES = 12     # closing lines of a mail compared with the author's other mails (Tools.without_signature)
+FOOTER_AUTHORS = 3       # closing lines that mails of this many other people end with too are a list's footer
 ACK = {
     "mail": "Hello,\n\nthank you for your message. I have received it and will look into it and get back to you "
             "as soon as I can.\n\nBest regards",
@@ -277,6 +281,14 @@ class Communication(Family):
 
 _ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _PHONE = re.compile(r"(?<![\w+])\+?\d[\d ().-]{7,}\d(?![\w])")
+# what is left of a quote's header once the quote is cut ("2017-11-09 9:30 GMT+01:00 Ann <ann@x.org>:", "On ...
+# Bob wrote:"): it sits between a reply's signature and the list footer, and is no line of the reply itself
+_ATTRIBUTION = re.compile(r"(?:\b(?:wrote|writes|schrieb|a écrit|escribió|ha scritto)|<[^<>\s]+@[^<>\s]+>)\s*:$", re.I)
+
+
+def _closing_lines(text: str) -> list[str]:
+    """The non-empty lines of a message that can close it (Tools.without_signature): no quote header."""
+    return [ln.strip() for ln in text.split("\n") if ln.strip() and not _ATTRIBUTION.search(ln.strip())]
 
 
 class Tools:
@@ -314,6 +326,45 @@ class Tools:
         for e in sorted(ctx.events.values(), key=lambda e: (e.ts, e.event_id)):
             if e.thread_key:
                 self.threads.setdefault(e.thread_key, []).append(e)
+        self._tails: dict[str, list[tuple[str, list[str]]]] | None = None
+
+    def without_signature(self, e: Event, text: str) -> str:
+        """`text` (what the mail `e` adds) without the closing lines its author ends other mails with too (a
+        signature without the `-- ` separator: name, title, blog and social links) or that the mails of at least
+        FOOTER_AUTHORS other people end with (a list's footer), and the quote header left between them. They are
+        no part of the answer: as facts they would grade the agent on the author's social links, and as hidden
+        text the author's earlier mails would "leak" them. At least one line of the text stays (a mail that is
+        all closing lines is left to the other checks)."""
+        if self._tails is None:
+            self._tails = {}
+            for x in self.ctx.events.values():
+                if x.medium == "mail":
+                    lines = _closing_lines(new_text(x))
+                    self._tails.setdefault(person_of(x), []).append((x.event_id, lines[-SIGNATURE_LINES:]))
+        mine = _closing_lines(text)
+        if len(mine) < 2:
+            return text
+
+        def shared(tail: list[str]) -> int:
+            k = 0
+            while k < min(len(tail), len(mine) - 1) and tail[-1 - k] == mine[-1 - k]:
+                k += 1
+            return k
+
+        me = person_of(e)
+        common = max((shared(t) for eid, t in self._tails.get(me, []) if eid != e.event_id), default=0)
+        others = sorted((max((shared(t) for _, t in tails), default=0) for who, tails in self._tails.items()
+                         if who != me), reverse=True)
+        if len(others) >= FOOTER_AUTHORS:       # a list's footer: the closing lines of several other people
+            common = max(common, others[FOOTER_AUTHORS - 1])
+        if not common:
+            return text
+        lines = text.rstrip().split("\n")
+        while lines and (common or not lines[-1].strip() or _ATTRIBUTION.search(lines[-1].strip())):
+            line = lines.pop().strip()
+            if line and not _ATTRIBUTION.search(line):
+                common -= 1
+        return "\n".join(lines).rstrip()
 
     def thread(self, e: Event, medium: str | None = None) -> list[Event]:
         """The events of `e`'s thread (of one medium: mail, chat, ...), in time order."""

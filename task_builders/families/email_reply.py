@@ -38,7 +38,7 @@ class EmailReply(Communication):
         asker = tools.email_of(request)
         to = [a for a in roles(reply, "to") if a != persona.email]
         cc = [a for a in roles(reply, "cc") if a != persona.email and a not in to]
-        reply_text = tools.text(new_text(reply))
+        reply_text = tools.text(tools.without_signature(reply, new_text(reply)))
         if not reply_text.strip():
             return self.reject(ctx, item, "the real reply has no text of its own")
         scope = {"medium": "mail", "target": request.native_id, "thread": request.thread_key}

@@ -5,7 +5,8 @@ Invariants:
 - The values "as filed" are the current values with every later changelog item undone; the values
   "after triage" are the filed values with the changes made within `triage_window_days` applied.
 - An issue with no triage change in its changelog is skipped with a reason, never guessed; so is one whose
-  triage values are what it was filed with (nothing to decide).
+  triage values are what it was filed with (nothing to decide), and every issue of an export that has no
+  changelog at all (its reason says so: the team may well have triaged them).
 - The cutoff is the moment the issue was filed: the agent sees the whole company as it was then (the issue
   as filed, earlier issues with their fields as of that moment, mail, chat, code) and nothing after.
   The changes that triaged it are after the cutoff by construction, and withheld explicitly too.
@@ -102,10 +103,16 @@ class TicketTriage(Family):
             changes[e.thread_key].append(e)
         people = self._people(ctx)
         window = dt.timedelta(days=ctx.config.triage_window_days)
+        # an export without any changelog (Jira REST without `expand=changelog`, GitHub issues without their
+        # events) cannot tell the values an issue was filed with from the ones it was triaged to
+        no_changelog = not changes
 
         for item in ctx.items:
             issue = issues.get(item.thread_key)
             if issue is None or item.kind != "issue":
+                continue
+            if no_changelog:
+                yield self.reject(ctx, item, "the export has no changelog: the values as filed are unknown")
                 continue
             filed, after, n = triage_values(issue, changes[issue.native_id], window)
             if n == 0:

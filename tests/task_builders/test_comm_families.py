@@ -192,3 +192,38 @@ def test_a_rewrite_that_gives_the_answer_away_falls_back_to_the_template(llm_sta
     assert prompt == ("You are Pat.\n\nAnswer Dana's question about the build failure.\n\n"
                       "Reply with company mail reply X.")
     assert how.startswith("rewritten by openai/standin")
+
+
+def test_a_reply_loses_the_closing_lines_its_author_ends_other_mails_with():
+    """Real list mail signs without the `-- ` separator (name, blog and social links) and carries the list's
+    footer: on the Apache archive such a signature became url facts and made a reply 'reachable' through the
+    author's earlier mail. The lines the author's other mails end with too are dropped; the answer stays."""
+    import datetime as dt
+
+    from task_builders.families import BuildContext
+    from task_builders.families.communication import Tools
+    from warehouse.ids import event_id
+    from warehouse.schemas import Event
+
+    sig = "Ann Example\n@annexample <https://blog.example/ann> | Github <https://github.com/annexample>"
+    footer = "----\nTo unsubscribe, e-mail: list-unsubscribe@redacted.example"
+
+    def mail(n, who, text):
+        return Event(event_id=event_id("d", "email", n), dataset="d", source="email", kind="email", native_id=n,
+                     thread_key=n, ts=dt.datetime(2017, 11, n.count("x") + 1, tzinfo=dt.UTC), actor=f"email:{who}",
+                     actor_name=who, body=text, attrs={"new_text": text})
+
+    earlier = mail("x", "oi", f"Shade does that already.\n\n{sig}\n\n{footer}")
+    reply = mail("xx", "oi", f"Use resolvedArtifacts, not the dependencies.\nIt is set after resolution.\n\n{sig}"
+                             f"\n\n2017-11-09 9:30 GMT+01:00 Bob Sample <bob@corp.example>:\n\n{footer}")
+    other = mail("xxx", "kai", f"Thanks, that works.\n\n{footer}")
+    alone = mail("xxxx", "ann", f"Try -X.\n\n{sig}")          # someone else's mail ending like oi's
+    more = [mail("x" * (6 + i), who, f"Agreed.\n\n{footer}") for i, who in enumerate(("bo", "cy"))]
+    tools = Tools(BuildContext("d", {e.event_id: e for e in (earlier, reply, other, alone, *more)}, [], None,
+                               DatasetConfig(ner_model="")))
+    assert tools.without_signature(reply, reply.body) == ("Use resolvedArtifacts, not the dependencies.\n"
+                                                          "It is set after resolution.")
+    assert tools.without_signature(other, other.body) == "Thanks, that works."      # the footer of 3 others
+    assert tools.without_signature(alone, alone.body) == alone.body                # ann never signed so before
+    only = mail("xxxxx", "oi", f"{sig}")                   # nothing but the closing lines: kept for the checks
+    assert tools.without_signature(only, only.body) == only.body

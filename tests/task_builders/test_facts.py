@@ -84,3 +84,23 @@ def test_the_world_supports_a_fact_it_holds_at_the_cutoff(tmp_path):
     assert not supported(view, Fact("version", "2.4.0"))                 # said only after the cutoff
     assert supported(World(path).at(t0 + dt.timedelta(days=3)), Fact("version", "2.4.0"))
     assert not supported(None, Fact("issue_key", "TSM-88"))
+
+
+def test_the_world_supports_a_person_who_wrote_in_it_by_the_cutoff(tmp_path):
+    """A reply that names a colleague ("Dana Example knows the cifs code") states a fact the agent could
+    know when that person sent mail or commented by then, though no text names them."""
+    t0 = dt.datetime(2021, 3, 1, tzinfo=dt.UTC)
+    mail = Event(event_id=event_id("d", "email", "m1@x"), dataset="d", source="email", kind="email", native_id="m1@x",
+                 thread_key="m1@x", ts=t0, title="cifs oops", body="trace attached", actor="email:dexample",
+                 actor_name="Dana Example", attrs={})
+    later = Event(event_id=event_id("d", "email", "m2@x"), dataset="d", source="email", kind="email",
+                  native_id="m2@x", thread_key="m2@x", ts=t0 + dt.timedelta(days=2), title="hello", body="hi",
+                  actor="email:kormsby", actor_name="Kai Ormsby", attrs={})
+    path = build_world([mail, later], tmp_path / "world.sqlite", "k")
+    view = World(path).at(t0 + dt.timedelta(days=1))
+    assert supported(view, Fact("person", "Dana Example", ("Dana",)))
+    assert supported(view, Fact("person", "[~dexample]", ("dana example", "Dana")))
+    assert not supported(view, Fact("person", "Kai Ormsby", ("Kai",)))          # wrote only after the cutoff
+    assert not supported(World(path).at(t0 + dt.timedelta(days=1), [mail.event_id]),
+                         Fact("person", "Dana Example"))                      # her mail is hidden from the task
+    assert not supported(view, Fact("identifier", "Dana"))                    # only a person is found by author

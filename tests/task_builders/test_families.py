@@ -208,3 +208,35 @@ def test_commit_link_refuses_answers_a_grep_finds(sample_world):
                                                                         "slug": "repo", "path": ""}})
         (out,) = fam.build(ctx)
         assert out.reason == reason
+
+
+def _bare_ctx(events, items):
+    return BuildContext("d", {e.event_id: e for e in events}, items, None, DatasetConfig(ner_model=""))
+
+
+def _issue_item():
+    return WorkItem(item_id="i1", dataset="d", kind="issue", thread_key="K-1", request_event_id=ISSUE.event_id,
+                    ts=T0, attrs={"key": "K-1", "fix_shas": []}, lineage=[ISSUE.event_id])
+
+
+def test_triage_says_when_the_export_has_no_changelog():
+    """The real Jira (appcelerator) and GitHub (rust) exports carry no changelog: every issue was rejected as
+    'no triage change recorded', which read as if the team never triaged; the values as filed are unknown."""
+    fam = families()["ticket_triage"]
+    [r] = list(fam.build(_bare_ctx([ISSUE], [_issue_item()])))
+    assert r.reason == "the export has no changelog: the values as filed are unknown"
+    # with a changelog (here: one that never touches a triage field) the issue is judged on its own changes
+    [r] = list(fam.build(_bare_ctx([ISSUE, change(9, 1, "status", "Open", "In Progress")], [_issue_item()])))
+    assert r.reason == "no triage change recorded in the changelog"
+
+
+def test_commit_link_says_when_the_dataset_has_no_repository():
+    """Without a repository (a tracker alone, or git-log metadata no extractor reads) no commit could name the
+    issue: the reason says so instead of 'no commit names the issue'."""
+    fam = families()["commit_link"]
+    [r] = list(fam.build(_bare_ctx([ISSUE], [_issue_item()])))
+    assert r.reason == "no git repository in the dataset"
+    commit = Event(event_id=event_id("d", "git", "abc"), dataset="d", source="git", kind="commit", native_id="abc",
+                   thread_key="abc", ts=T0, attrs={"repo": "r"})
+    [r] = list(fam.build(_bare_ctx([ISSUE, commit], [_issue_item()])))
+    assert r.reason == "no commit names the issue"

@@ -88,6 +88,23 @@ def test_slack_question_answered_in_thread_or_in_channel():
     assert skipped["C1:4.1"] == "its answer answers an earlier question"
 
 
+def test_a_question_addressed_to_someone_is_answered_by_their_next_channel_message():
+    """On the real R Contributors export "@<organizer> ... are the sessions still going ahead?" was answered by
+    the organizer in the channel 23 minutes later, after someone else's message: it used to be "no reply"."""
+    events = [
+        chat("1.0", 0, "ann", "@Yva are the next sessions still on? meetup says cancelled", mentions=("yva",)),
+        chat("1.5", 0.2, "bob", "I got the same mail"),                                  # not the one asked
+        chat("2.0", 0.4, "yva", "Sorry, meetup made duplicates; they are on as planned"),
+        chat("3.0", 10, "cat", "@Zed where is the deploy script?", mentions=("zed",)),
+        chat("4.0", 15, "zed", "morning all"),                                            # after the window
+    ]
+    items, skipped = mine(events)
+    qa = {i.request_event_id: i for i in items if i.kind == "chat_answer"}
+    eid = lambda n: event_id("d", "slack", f"C1:{n}")  # noqa: E731
+    assert qa[eid("1.0")].outcome_event_ids == [eid("2.0")] and not qa[eid("1.0")].attrs["in_thread"]
+    assert skipped["C1:3.0"] == "no reply"
+
+
 def test_ticket_resolved_with_a_comment():
     def jira(kind, native, h, thread, **kw):
         return Event(event_id=event_id("d", "jira", native), dataset="d", source="jira", kind=kind, native_id=native,
@@ -109,3 +126,20 @@ def test_ticket_resolved_with_a_comment():
     assert skipped == {"P-2": "resolved without a comment", "P-3": "not resolved"}
     funnel = funnel_by_source(events, items, [])
     assert funnel["jira"]["events"] == 7 and funnel["jira"]["work_items"] == {"issue": 3, "resolution": 1}
+
+
+def test_a_patch_threaded_under_its_cover_letter_asks_for_review():
+    """git send-email threads a series under its cover letter (In-Reply-To): on the real LKML/notmuch archive
+    "[PATCH 2/2] notmuch-new: ..." was taken for a reply, whose subject asks nothing of its own."""
+    events = [
+        mail("c0", 0, "dar", "This series adds maildir flags.", title="[PATCH 0/2] maildir flags"),
+        mail("p2", 0.1, "dar", "Tag mails as seen when maildir says so.", title="[PATCH 2/2] notmuch-new: tags",
+             parent=("c0", "c0")),
+        mail("r2", 5, "val", "Use notmuch_message_get_flags() here.", title="Re: [PATCH 2/2] notmuch-new: tags",
+             parent=("p2", "c0")),
+        mail("r3", 6, "dar", "Right, will do.", title="Re: [PATCH 2/2] notmuch-new: tags", parent=("r2", "c0")),
+    ]
+    items, skipped = mine(events)
+    asked = {i.request_event_id for i in items if i.kind == "email_reply"}
+    assert event_id("d", "email", "p2") in asked
+    assert skipped["r3"] == "asks for nothing"           # a reply's "[PATCH]" subject is its thread's, not its own
