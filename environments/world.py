@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import json
+import math
 import re
 import sqlite3
 import threading
@@ -308,9 +309,15 @@ def _addr(p: dict) -> str:
 
 
 def fts_query(text: str) -> str | None:
-    """A free-text query as an FTS5 expression over the index's own tokens: every word OR-ed (BM25 ranks
-    documents that hold more of them first); a quoted phrase must have all its words (AND), since the index
-    keeps no positions; None when the text has no word."""
+    """A free-text query as one FTS5 expression over the index's own tokens: its parts (`fts_parts`) OR-ed;
+    None when the text has no word."""
+    parts = fts_parts(text)
+    return " OR ".join(parts) if parts else None
+
+
+def fts_parts(text: str) -> list[str]:
+    """The parts of a free-text query, each an FTS5 expression: a word, or a quoted phrase as all its words
+    (AND: the index keeps no positions); at most 32."""
     phrases = re.findall(r'"([^"]+)"', text)
     rest = re.sub(r'"[^"]*"', " ", text)
     parts = []
@@ -319,8 +326,7 @@ def fts_query(text: str) -> str | None:
         if words:
             parts.append("(" + " AND ".join(f'"{w[:100]}"' for w in words) + ")")
     parts += [f'"{w[:100]}"' for w in dict.fromkeys(_TOKEN.findall(rest.casefold()))]
-    parts = list(dict.fromkeys(parts))[:32]
-    return " OR ".join(parts) if parts else None
+    return list(dict.fromkeys(parts))[:32]
 
 
 class World:
@@ -384,21 +390,39 @@ class WorldView:
         return [r for r in self.world.rows(sql, args) if r["event_id"] not in self.hidden]
 
     def search(self, query: str, classes: tuple[str, ...], limit: int = 10, place: str | None = None) -> list[dict]:
-        """BM25-ranked documents of the given classes, dated at or before the cutoff."""
-        q = fts_query(query)
-        if q is None:
+        """BM25-ranked documents of the given classes, dated at or before the cutoff, best first.
+
+        The index keeps no positions or counts (detail=none), and FTS5's own bm25() scores every match 0 without
+        them, so the ranking is computed here: BM25 with binary term frequency, sum over the query's parts a
+        document holds of idf(part) x (k1 + 1) / (1 + k1 (1 - b + b len/avglen)), k1 = 1.2, b = 0.75, len = the
+        document's stored bytes. Document frequencies and lengths count only the documents the view reaches
+        (at the cutoff, of these classes), so the ranking says nothing of what came later."""
+        parts = fts_parts(query)
+        if not parts:
             return []
         limit = max(1, min(int(limit), MAX_RESULTS))
-        marks = ",".join("?" * len(classes))
-        sql = (f"SELECT d.*, bm25(fts, 2.0, 1.0) AS score "
-               f"FROM fts JOIN docs d ON d.id = fts.rowid WHERE fts MATCH ? AND d.ts <= ? AND d.cls IN ({marks})")
-        args: list[Any] = [q, self.t, *classes]
-        if place:
-            sql += " AND d.place = ?"
-            args.append(place)
-        sql += " ORDER BY score LIMIT ?"
-        args.append(limit + len(self.hidden))
-        out = self._rows(sql, tuple(args))[:limit]
+        where = f"d.ts <= ? AND d.cls IN ({','.join('?' * len(classes))})" + (" AND d.place = ?" if place else "")
+        scope: tuple = (self.t, *classes, *((place,) if place else ()))
+        row = self.world.con.execute(f"SELECT count(*) AS n, avg(size) AS a FROM docs d WHERE {where}",
+                                     scope).fetchone()
+        total, avg = row["n"], row["a"]
+        if not total:
+            return []
+        weights = []
+        for part in parts:
+            df = self.world.con.execute(f"SELECT count(*) AS n FROM fts JOIN docs d ON d.id = fts.rowid "
+                                        f"WHERE fts MATCH ? AND {where}", (part, *scope)).fetchone()["n"]
+            if df:
+                weights.append((part, math.log(1 + (total - df + 0.5) / (df + 0.5))))
+        if not weights:
+            return []
+        hits = " UNION ALL ".join("SELECT rowid AS id, ? AS w FROM fts WHERE fts MATCH ?" for _ in weights)
+        sql = (f"WITH hits(id, w) AS ({hits}) SELECT d.*, sum(h.w) * 2.2 / (1 + 1.2 * (0.25 + 0.75 * d.size / ?)) "
+               f"AS score FROM hits h JOIN docs d ON d.id = h.id WHERE {where} GROUP BY d.id "
+               f"ORDER BY score DESC, d.ts DESC, d.id LIMIT ?")
+        args = (*(x for part, w in weights for x in (w, part)), max(avg or 1.0, 1.0), *scope,
+                limit + len(self.hidden))
+        out = self._rows(sql, args)[:limit]
         for r in out:
             r["snip"] = snippet(r["body"] or r["title"] or "", query)
         return out

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import anyio
 import pytest
-from tiny_company import CUTOFF, at, make_repo, tiny_events
+from tiny_company import CUTOFF, at, ev, make_repo, tiny_events
 
 from environments import actions as A
 from environments.episode import Episode
 from environments.gitworld import SETUP_SCRIPT, Branches, optimize, pack_view, refs_at, verify_refs, verify_view
 from environments.sandbox import LocalSandbox
 from environments.tools import MAX_ACTIONS, MAX_LINE, ToolServer, ToolSocket
-from environments.world import build_world, export_documents, fts_query, import_documents
+from environments.world import World, build_world, export_documents, fts_query, import_documents
 
 TOOL = Path(__file__).resolve().parents[2] / "environments" / "company_tool.py"
 
@@ -68,6 +68,30 @@ def test_search_is_ranked_and_survives_any_query(tiny_world):
     for q in ['"unbalanced', "AND OR NOT", "*", "NEAR(", "ü ß 中文", "x" * 5000, "'; drop table docs; --"]:
         v.issue_search(q), v.mail_search(q), v.chat_search(q)  # never an FTS syntax error
     assert fts_query("  ") is None and fts_query('"exact phrase" Word') == '("exact" AND "phrase") OR "word"'
+
+
+def test_search_ranks_by_bm25_not_by_storage_order(tmp_path):
+    """The index keeps no counts, and FTS5's bm25() then scores every match 0 (results came in storage order);
+    the ranking is BM25 over the documents the view reaches: more of the query's rare words first, a long
+    document below a short one with the same words, and what came after the cutoff weighs nothing."""
+    def mail(n, day, subject, body):
+        return ev("email", "email", f"m{n}@x.example", at(day), thread_key=f"m{n}@x.example", title=subject,
+                  body=body, actor="email:a@x.example")
+
+    filler = " ".join(f"word{i}" for i in range(300))
+    events = [mail(1, 1, "Build notes", "the build is slow today"),                      # common word only
+              mail(2, 2, "Build notes", "the build broke on the certificate"),           # + a rarer word
+              mail(3, 3, "Status", "certificate rotation failed on the build server"),   # + two rarer words
+              mail(4, 4, "Status", f"certificate rotation failed on the build server {filler}"),  # same, long
+              *[mail(10 + i, 5, "Weekly", f"the build is green, run {i}") for i in range(6)],
+              mail(30, 20, "Later", "rotation rotation rotation")]                       # after the cutoff
+    world = World(build_world(events, tmp_path / "w.sqlite", "k"))
+    hits = world.at(CUTOFF).mail_search("certificate rotation build", limit=5)
+    ids = [h["message_id"] for h in hits]
+    assert ids[0] == "m3@x.example" and set(ids[1:3]) == {"m2@x.example", "m4@x.example"}, ids  # m4: long
+    scores = [h["score"] for h in world.at(CUTOFF).search("certificate rotation build", ("mail",), limit=8)]
+    assert scores == sorted(scores, reverse=True) and scores[-1] > 0
+    assert "m30@x.example" not in [h["message_id"] for h in world.at(CUTOFF).mail_search("rotation", limit=20)]
 
 
 def test_documents_round_trip_through_the_published_form(tiny_world, tmp_path):
