@@ -39,15 +39,18 @@ class Routed:
 
 
 _Q = r"(?:[ \t]*>)*[ \t]*"  # quote markers before a line
+# git's own lines, pasted into mail (`git log`, format-patch, trailers): "Author: Name <addr>", "Signed-off-by: ..."
+_GIT_KEYS = ("author", "committer", "signed-off-by", "reviewed-by", "acked-by", "tested-by", "reported-by",
+             "suggested-by", "co-authored-by", "co-developed-by", "reported-and-tested-by")
 _KEYS = (r"from|to|cc|bcc|sent|date|subject|reply-to|sent by|importance|von|an|kopie|gesendet|betreff|datum|"
-         r"de|para|a|\u00e0|envoy\u00e9|objet|asunto|enviado|fecha|assunto|enviada|data")
+         r"de|para|a|\u00e0|envoy\u00e9|objet|asunto|enviado|fecha|assunto|enviada|data|" + "|".join(_GIT_KEYS))
 _NAME_KEYS = frozenset(("from", "to", "cc", "bcc", "sent by", "reply-to", "von", "an", "kopie", "de", "para", "a",
-                        "\u00e0"))
+                        "\u00e0", *_GIT_KEYS))
 _HEADER = re.compile(rf"(?im)^({_Q})({_KEYS})[ \t]*:[ \t]*(.*)$")
 _SEPARATOR = re.compile(r"(?im)^[ \t>]*(?:-{2,}[ \t]*(?:original message|forwarded message|urspr\u00fcngliche "
                        r"nachricht|message d'origine|mensaje original|mensagem original)[ \t]*-{2,}|begin forwarded "
                        r"message:|-{3,}[ \t]*forwarded by .*|_{8,})[ \t]*$")
-_TRIGGER = re.compile(r"(?im)^[ \t>]*(?:from|to|cc|von|an|de|para)[ \t]*:|wrote:?[ \t]*$|writes:[ \t]*$|"
+_TRIGGER = re.compile(r"(?im)^[ \t>]*(?:from|to|cc|von|an|de|para|" + "|".join(_GIT_KEYS) + r")[ \t]*:|wrote:?[ \t]*$|writes:[ \t]*$|"
                       r"a \u00e9crit|schrieb|^[ \t>]*quoting |^[ \t>]*\* .*\]:[ \t]*$|"
                       r"[A-Za-z.]/[A-Z][\w&-]*[/@]|[a-z]@[A-Z][A-Z0-9-]*\b(?!\.)| on \d")
 
@@ -207,7 +210,9 @@ def _header_blocks(text: str, out: list[Routed]) -> None:
         near = [n for n in lines[max(0, i - 6):i + 7] if n is not m and abs(_line_no(text, n.start())
                                                                           - _line_no(text, m.start())) <= 8]
         after_sep = any(0 <= m.start() - s <= 3 for s in seps)
-        if not near and not after_sep:
+        # a git line names its person with the address ("Author: Name <addr>"): no block around it is needed
+        git_line = key in _GIT_KEYS and re.search(rf"<{_ADDR}>", m.group(3))
+        if not near and not after_sep and not git_line:
             continue
         start, end = m.start(3), m.end(3)
         # Lotus Notes and Outlook wrap long To/cc lists onto lines without a key
