@@ -525,6 +525,8 @@ class Scrubber:
             term = self.terms.get(r.name.casefold())
             if term is not None and term.person:
                 q = self.vault.pseudonyms.get(term.person)
+        if q is None and len(words) == 1 and _own_login(words[0], r.address):
+            return "[USER]"
         if q is None:
             shaped = all(w[:1].isupper() or (r.address and w.isalpha()) for w in words) and (
                 len(words) >= 2 or self.vocab.first_name(words[0])) and not all(self.vocab.ordinary(w) for w in words)
@@ -1020,7 +1022,9 @@ def discover(events: Iterable[Event], ner, allow: Iterable[str] = (), workers: i
         if fold(name) in known_names or fold(name) in accepted or fold(name) in keep or is_bot(name):
             continue
         if len(words) == 1:
-            ok = words[0][:1].isupper() and vocab.first_name(name) and fold(name) not in known_words
+            # "Author: jdoe <jdoe@host>": a login the line pairs with the same mailbox is its person's user name
+            ok = (words[0][:1].isupper() and vocab.first_name(name) and fold(name) not in known_words) or \
+                _own_login(name, address)
         else:
             # people write their own name in lower case too ("jane roe <jane@...> wrote:"): with an address
             # the line says it is a name
@@ -1083,6 +1087,11 @@ class _LowerWords:
         if not _PHRASE.fullmatch(phrase):
             return False
         return phrase in (self.two if _SEP_ONE.search(phrase) else self.one)
+
+
+def _own_login(word: str, address: str | None) -> bool:
+    """A routing line's single word that is its own address's mailbox ("jdoe <jdoe@host>"): a user name."""
+    return bool(address) and len(word) >= 3 and fold(word) == fold(address.split("@", 1)[0])
 
 
 def message_ids(events: Iterable[Event]) -> set[str]:

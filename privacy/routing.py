@@ -50,7 +50,8 @@ _HEADER = re.compile(rf"(?im)^({_Q})({_KEYS})[ \t]*:[ \t]*(.*)$")
 _SEPARATOR = re.compile(r"(?im)^[ \t>]*(?:-{2,}[ \t]*(?:original message|forwarded message|urspr\u00fcngliche "
                        r"nachricht|message d'origine|mensaje original|mensagem original)[ \t]*-{2,}|begin forwarded "
                        r"message:|-{3,}[ \t]*forwarded by .*|_{8,})[ \t]*$")
-_TRIGGER = re.compile(r"(?im)^[ \t>]*(?:from|to|cc|von|an|de|para|" + "|".join(_GIT_KEYS) + r")[ \t]*:|wrote:?[ \t]*$|writes:[ \t]*$|"
+_TRIGGER = re.compile(r"(?im)^[ \t>]*(?:from|to|cc|von|an|de|para|" + "|".join(_GIT_KEYS) +
+                      r")[ \t]*:|wrote:?[ \t]*$|writes:[ \t]*$|"
                       r"a \u00e9crit|schrieb|^[ \t>]*quoting |^[ \t>]*\* .*\]:[ \t]*$|"
                       r"[A-Za-z.]/[A-Z][\w&-]*[/@]|[a-z]@[A-Z][A-Z0-9-]*\b(?!\.)| on \d")
 

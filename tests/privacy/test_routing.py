@@ -53,7 +53,7 @@ EXPECTED = {
         ("Konstantyn Ferrabee", "first-last", "kferrabee@lab.example.edu")},
     "git_log_pasted.txt": {  # a `git log` entry and its trailers pasted into a mail
         ("Marisol Quenby Hartwell", "first-last", "mqh@devmail.example"),
-        ("Theodric Amsel", "first-last", "tamsel@review.example")},
+        ("Theodric Amsel", "first-last", "tamsel@review.example"), ("qbranwell", "single", "qbranwell@host.example")},
     "mutt_and_lists.txt": {
         ("Radomir Kessler", "first-last", None), ("Wendeline Oyelowo", "first-last", "wendy@lists.example"),
         ("Aurelio Vantini", "first-last", "aurelio@vantini.example"),
