@@ -245,7 +245,7 @@ def anonymize_repos(store: Store, dataset: str, dataset_dir: Path, anon: Anonymi
         try:
             src_path = git_repository(src_path)  # a bundle file: its unpacked copy
             head = gitrewrite.head(src_path)
-            key = content_hash("anon-repo", head, fingerprint)
+            key = content_hash("anon-repo/2", head, fingerprint)  # /2: remote branches
             if index.get(name, {}).get("key") == key and dst.exists():
                 out[name] = index[name]
                 continue
