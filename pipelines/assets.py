@@ -136,11 +136,13 @@ def validations(context: AssetExecutionContext, warehouse: WarehouseResource, ex
     from task_builders.config import load_config
 
     ds = context.partition_key
-    repeats = sandbox.repeats or load_config(exports.dataset_dir(ds)).repeats
+    config = load_config(exports.dataset_dir(ds))
+    repeats = sandbox.repeats or config.repeats
     store = warehouse.store()
     box = sandbox.get(home=store.home)
     client = llm.client()
-    res = flow.validations(store, ds, box, repeats, progress=context.log.info, llm=client)
+    res = flow.validations(store, ds, box, repeats, progress=context.log.info, llm=client,
+                           parallel=config.validate_parallel)
     return _result(res, sandbox=box.kind, llm=client.describe(),
                    funnel=funnel_table(flow.funnel(warehouse.store(), ds)))
 

@@ -435,11 +435,13 @@ def world_bytes(store: Store, dataset: str) -> int:
 # --- 6. validations ----------------------------------------------------------------------------------
 
 def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress: Progress | None = None,
-                only: Iterable[str] | None = None, llm=None) -> StageResult:
+                only: Iterable[str] | None = None, llm=None, parallel: int = 1) -> StageResult:
     """Oracle and null runs for every task not yet validated in this kind of sandbox.
 
     Each task's runs are stored as soon as its verdict is in, so a run killed at task 6 of 20 keeps the
-    first five and the re-run replays only what is missing."""
+    first five and the re-run replays only what is missing. `parallel` tasks are validated at once (each
+    episode is its own sandbox session; a code-change task's eleven episodes each run its test modules, minutes
+    a task, so a machine with cores to spare finishes sooner); verdicts are stored by this thread alone."""
     all_tasks = store.read("tasks", dataset)
     current = {t.task_id for t in all_tasks}
     wanted = set(only) if only else None
@@ -450,13 +452,18 @@ def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress:
     rows = [v for v in existing if v.task_id in current and v.task_id not in redo]
     if len(rows) != len(existing):
         store.replace("validations", dataset, rows)
-    for i, task in enumerate(todo, 1):
-        verdict = replay.validate(task, store.worlds(dataset), sandbox, repeats, llm=llm)
-        rows.extend(verdict.validations)
-        store.replace("validations", dataset, rows)
-        if progress:
-            progress(f"validated {i}/{len(todo)} {task.family} {task.task_id[:10]}: "
-                     f"{'ok' if verdict.valid else verdict.reason}")
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        running = {pool.submit(replay.validate, task, store.worlds(dataset), sandbox, repeats, llm=llm): task
+                   for task in todo}
+        for i, done_now in enumerate(as_completed(running), 1):
+            task, verdict = running[done_now], done_now.result()
+            rows.extend(verdict.validations)
+            store.replace("validations", dataset, rows)
+            if progress:
+                progress(f"validated {i}/{len(todo)} {task.family} {task.task_id[:10]}: "
+                         f"{'ok' if verdict.valid else verdict.reason}")
     # images no current task (of any dataset in this home) uses any more
     # (and environment images no current task names: world["env"]["key"])
     pruned = sandbox.prune({k for ds in store.datasets("tasks") for t in store.iter("tasks", ds)
