@@ -27,7 +27,8 @@ Example:
     code_timeout_s = 300        # code_change: one run of the touched test modules
     code_repeats = 3            # code_change: runs before and after the fix that decide FAIL_TO_PASS
     code_ticketless = true      # code_change: also fixing commits without a ticket ("Fix #974: ...")
-    code_max_candidates = 0     # code_change: measure at most this many candidates (0: all)
+    code_max_candidates = 0     # code_change: measure at most this many candidates (0: all; tickets first,
+                                #   then fixing commits without one, newest first)
     code_parallel = 2           # code_change: candidates measured at once (a sandbox session each)
 
 Invariant: an unknown key or a wrong type is a one-line error naming the file, the key and the fix.
