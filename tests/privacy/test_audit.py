@@ -121,3 +121,19 @@ def test_the_published_world_documents_are_read_record_by_record(tmp_path, real_
 def test_manifest_listings_are_not_read_as_secrets(tmp_path, secret):
     (tmp_path / "manifest.json").write_text(json.dumps({"files": {"auth.py": "a" * 64}}))
     assert audit(tmp_path / "manifest.json", Rules([], secrets=secret)).ok
+
+
+def test_a_json_document_in_a_parquet_column_is_read_as_its_strings(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rules = Rules.of(_anonymizer())
+    # a code task's probe: serialized, the escaped newline before the decorator read as the address n@pytest.hookimpl
+    probe = {"probes": [{"command": "printf %s 'import pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef f(): pass'"}]}
+    path = tmp_path / "tasks.parquet"
+    pq.write_table(pa.table({"reference": [json.dumps(probe)], "prompt": ["Fix the crash."]}), path)
+    assert audit(path, rules).ok
+    probe["probes"].append({"command": "mail john.whitaker@gmail.example"})   # a real address is still found
+    pq.write_table(pa.table({"reference": [json.dumps(probe)], "prompt": ["Fix the crash."]}), path)
+    hits = audit(path, rules).hits
+    assert [h.kind for h in hits] == ["email"] and "/probes/1/command" in hits[0].where
