@@ -16,7 +16,8 @@ Measured, in this order:
    seconds per task;
 4. tasks per hour = valid tasks / (tasks stage + validations) on this machine, one task at a time;
 5. bytes: the base image, each environment image's own layers (shared by every task naming it) and what a
-   task adds on its own (the refs it names in the world's repositories; its pack is written per episode).
+   task adds on its own (`world["git"]`: the refs and the head it names in the world's repositories); the
+   pack an episode writes of what they reach is measured for the first task (it lives as long as the episode).
 """
 
 from __future__ import annotations
@@ -47,6 +48,20 @@ def _inodes(path: Path) -> dict[tuple[int, int], int]:
             st = p.stat()
             out[(st.st_dev, st.st_ino)] = st.st_size
     return out
+
+
+def _episode_pack_bytes(worlds: Path, task, work: Path) -> int:
+    """Bytes of the view an episode of `task` writes (gitworld.pack_view: a pack and its index per repository)."""
+    from environments.gitworld import pack_view
+
+    git = task.world.get("git") or {}
+    folder = work / "pack-view"
+    shutil.rmtree(folder, ignore_errors=True)
+    pack_view(folder, {s: (worlds / "git" / f"{s}.git", git["refs"].get(s) or {}, (git.get("heads") or {}).get(s))
+                       for s in git.get("repos") or []})
+    size = sum(_inodes(folder).values())
+    shutil.rmtree(folder, ignore_errors=True)
+    return size
 
 
 def _bench(work: Path, scale: int, exports: str | None, dataset: str | None, limit: int) -> int:
@@ -124,8 +139,10 @@ def _bench(work: Path, scale: int, exports: str | None, dataset: str | None, lim
     valid = int(val.counts.get("valid", 0))
 
     base_bytes = codeenv.image_bytes(sandbox.base_image)
-    refs_bytes = sum(len(json.dumps((t.world.get("git") or {}).get("refs") or {})) for t in tasks)
+    # what a task stores of its git world: its refs and its checkout's head (world["git"], in its task row)
+    refs_bytes = sum(len(json.dumps(t.world.get("git") or {})) for t in tasks)
     repo_bytes = sum(_inodes(store.worlds(name) / "git").values())
+    pack_bytes = _episode_pack_bytes(store.worlds(name), tasks[0], work) if tasks else 0
 
     print(f"\nprepare (ingest, anonymize, links, work items, world): {prep_s:.1f}s")
     print(f"tasks stage: {res.counts.get('code_change_candidates', 0)} candidates, {measured} measured, "
@@ -145,6 +162,7 @@ def _bench(work: Path, scale: int, exports: str | None, dataset: str | None, lim
     print(f"\nbytes: base image {base_bytes / 1e6:.1f} MB + {len(env_rows)} environment layers "
           f"{sum(r[-1] for r in env_rows) / 1e6:.2f} MB, shared by {len(tasks)} tasks "
           f"({shared / max(len(tasks), 1) / 1e6:.2f} MB per task if split)")
-    print(f"  per task: no image of its own; {refs_bytes / max(len(tasks), 1) / 1e3:.1f} kB of refs into the world's "
-          f"repositories ({repo_bytes / 1e3:.0f} kB, shared by all; each episode packs what its refs reach)")
+    print(f"  per task: no image of its own; {refs_bytes / max(len(tasks), 1) / 1e3:.1f} kB of refs and head into the "
+          f"world's repositories ({repo_bytes / 1e3:.0f} kB, shared by all); each episode packs what they reach "
+          f"({pack_bytes / 1e3:.0f} kB for the first task, deleted with the episode)")
     return 0 if valid else 1

@@ -482,11 +482,17 @@ def image_bytes(ref: str) -> int:
 # without bound gets a MemoryError (an address-space limit under the container's memory) and one that never
 # returns a TimeoutError after TEST_TIMEOUT_S, instead of the whole run being killed: its neighbours' results
 # still count. The limit is on the data segment (RLIMIT_DATA: heap and private mappings), not the address
-# space, which threads' stack reservations exhaust long before memory runs out.
+# space, which threads' stack reservations exhaust long before memory runs out. Linux counts a thread's stack
+# (a private mapping) in RLIMIT_DATA too: at glibc's 8 MB default about 110 threads filled the limit, and
+# more-itertools' concurrency tests (TestSerialize, TestSynchronized, TestConcurrentTee) made pytest itself
+# fail with a MemoryError (exit 3, an unreadable report) in one run of ten. Threads the tests start get
+# THREAD_STACK_BYTES (CPython 3.11 needs little C stack per Python call).
 TEST_MEMORY_BYTES = 896 << 20      # under the sandbox's 1 GB
 TEST_TIMEOUT_S = 20
+THREAD_STACK_BYTES = 1 << 20
 _BOOT = """\
-import importlib, os, resource, signal, sys
+import importlib, os, resource, signal, sys, threading
+threading.stack_size({stack})
 sys.path[1:1] = {extra!r}
 import pytest
 for name in {modules!r}:
@@ -515,7 +521,8 @@ raise SystemExit(pytest.main(sys.argv[1:], plugins=[Guard()]))
 
 def runner_recipe() -> str:
     """What decides how tests are run (the bootstrap and its limits): part of every cached measurement's key."""
-    return content_hash("runner", _BOOT, TEST_MEMORY_BYTES, TEST_TIMEOUT_S, runner_fingerprint())[:16]
+    return content_hash("runner", _BOOT, TEST_MEMORY_BYTES, TEST_TIMEOUT_S, THREAD_STACK_BYTES,
+                        runner_fingerprint())[:16]
 
 
 def plugins(root: Path) -> list[str]:
@@ -544,7 +551,7 @@ def test_command(spec: EnvSpec, files: list[str], report: str, *, extra_paths: l
         return (f"{env} TASKMINE_JUNIT={shlex.quote(report)} TASKMINE_TESTS={shlex.quote(' '.join(files))} "
                 f"NODE_PATH={NODE_DIR}/node_modules sh -c {shlex.quote(spec.test_command)}")
     boot = _BOOT.format(extra=list(extra_paths), modules=list(plugin_names), memory=TEST_MEMORY_BYTES,
-                        timeout=int(per_test_s))
+                        timeout=int(per_test_s), stack=THREAD_STACK_BYTES)
     plugs = " ".join(f"-p {shlex.quote(p)}" for p in plugin_names)
     return (f"{env} python3 -I -B -c {shlex.quote(boot)} -p no:cacheprovider {plugs} -o junit_family=xunit1 "
             f"-o junit_logging=no --junitxml={shlex.quote(report)} -q -rN --tb=short {quoted}")

@@ -145,7 +145,8 @@ def validations(context: AssetExecutionContext, warehouse: WarehouseResource, ex
     store = warehouse.store()
     box = sandbox.get(home=store.home)
     client = llm.client()
-    res = flow.validations(store, ds, box, repeats, progress=context.log.info, llm=client, config=config)
+    res = flow.validations(store, ds, box, repeats, progress=context.log.info, llm=client, config=config,
+                           parallel=config.validate_parallel)
     return _result(res, sandbox=box.kind, llm=client.describe(),
                    funnel=funnel_table(flow.funnel(warehouse.store(), ds)), **difficulty_metadata(res.extra))
 

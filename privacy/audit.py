@@ -16,7 +16,8 @@ What it looks for (`Rules`, built for one dataset by `Rules.of(anonymizer, ner)`
 - with `manifest`, that every file matches the published manifest.json (sha256), and nothing is missing or extra.
 
 Invariants:
-- Every file under `root` is scanned (or `root` itself when it is a file): Parquet column by column, JSON as its
+- Every file under `root` is scanned (or `root` itself when it is a file): Parquet column by column (a value
+  that is a JSON document as its strings, like a JSON file), JSON as its
   string values (or as text when it does not parse), JSON lines (the published world's documents.jsonl) line by
   line as records whose title/body are prose, git bundles and repositories through the history they hold
   (every commit's identities, message and patch, and every blob of every tree), anything else as text decoded

@@ -6,6 +6,7 @@ Example:
     triage_window_days = 3      # changes this soon after filing count as triage
     link_days = 7               # the commit-link world is the repository this long after the fix
     repeats = 3                 # oracle and null runs per task
+    validate_parallel = 1       # tasks validated at once (each episode a sandbox session of its own)
     max_quarantine_rate = 0.2   # the quarantine asset check fails above this share of records
     ner_model = "en_core_web_sm"  # "" turns NER off (known identities and patterns are still scrubbed)
     allow = ["Apache", "GitHub"]  # reviewed public names NER must not treat as people or places
@@ -26,7 +27,8 @@ Example:
     code_timeout_s = 300        # code_change: one run of the touched test modules
     code_repeats = 3            # code_change: runs before and after the fix that decide FAIL_TO_PASS
     code_ticketless = true      # code_change: also fixing commits without a ticket ("Fix #974: ...")
-    code_max_candidates = 0     # code_change: measure at most this many candidates (0: all)
+    code_max_candidates = 0     # code_change: measure at most this many candidates (0: all; tickets first,
+                                #   then fixing commits without one, newest first)
     code_parallel = 2           # code_change: candidates measured at once (a sandbox session each)
     probe_max = 0.5             # a probe (task_builders.probes) must score under this, or the task is rejected
     probe_max_by = {"ticket_triage:as_filed" = 0.75}  # per "family:probe", "probe" or "family" (most specific
@@ -72,6 +74,7 @@ class DatasetConfig(BaseModel):
     triage_window_days: float = Field(3.0, gt=0)
     link_days: float = Field(7.0, ge=0)
     repeats: int = Field(3, ge=1, le=20)
+    validate_parallel: int = Field(1, ge=1, le=32)
     max_quarantine_rate: float = Field(0.2, ge=0, le=1)
     history_limit: int = Field(200, ge=0)
     test_share: float = Field(0.2, ge=0, le=1)

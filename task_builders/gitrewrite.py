@@ -7,6 +7,11 @@ Invariants:
 - Every commit keeps its tree shape, parents and dates; only identities, messages and (optionally)
   blob contents change, so a SHA map old -> new is returned for every commit.
 - Tags are dropped (they may carry names and are not history the tasks need); signatures stripped.
+- Branches are the local branches (names kept) and the remote-tracking branches that hold commits no local
+  branch reaches (a clone's bundle keeps its project's other branches as `refs/remotes/origin/*`: unmerged
+  pull requests, rebased work). Those become local branches with neutral names (`refs/heads/remote-<n>`,
+  numbered in name order): a branch name can carry a login or an issue key, and the world's tasks need the
+  commits, not the names. Without them a commit the extractor read (it reads every ref) had no world SHA.
 - Deterministic: the same input repository and mapping functions give the same new SHAs.
 - Git runs on the source with `extractors.git.safe_env()`: a partial clone's missing objects are never
   fetched from its promisor remote; a repository that cannot be read whole fails with `GitRewriteError`
@@ -67,8 +72,10 @@ def rewrite(src: Path, dst: Path, *, identity: IdentityMap, message: TextMap,
     dst.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "init", "-q", "--bare", str(dst)], check=True)
     subprocess.run(["git", "-C", str(dst), "config", "core.logAllRefUpdates", "false"], check=True)
+    refnames = _branch_names(src)
     export = subprocess.Popen(
-        ["git", "-C", str(src), "-c", "safe.directory=*", "fast-export", "--branches", "--signed-tags=strip",
+        ["git", "-C", str(src), "-c", "safe.directory=*", "fast-export", *(sorted(refnames) or ["--branches"]),
+         "--signed-tags=strip",
          "--tag-of-filtered-object=drop", "--reencode=yes", "--show-original-ids"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=safe_env())
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,7 +85,7 @@ def rewrite(src: Path, dst: Path, *, identity: IdentityMap, message: TextMap,
             stdin=subprocess.PIPE, stderr=subprocess.PIPE)
         original: dict[str, str] = {}
         try:
-            _filter(export.stdout, imp.stdin, identity, message, blob, original)
+            _filter(export.stdout, imp.stdin, identity, message, blob, original, refnames)
         finally:
             imp.stdin.close()
             export.stdout.close()
@@ -113,15 +120,37 @@ def head(src: Path) -> str:
     return r.stdout.strip()
 
 
+def _branch_names(src: Path) -> dict[str, str]:
+    """Source ref -> world ref: every local branch as it is, and each remote-tracking branch (but `*/HEAD`)
+    that holds a commit no local branch reaches, as `refs/heads/remote-<n>` (see the module docstring)."""
+    def run(*args: str, input: str | None = None) -> str:
+        r = subprocess.run(["git", "-C", str(src), "-c", "safe.directory=*", *args], capture_output=True, text=True,
+                           input=input, env=safe_env())
+        if r.returncode != 0:
+            raise GitRewriteError(f"git {args[0]} failed on {src.name}: {r.stderr.strip()[:300]}")
+        return r.stdout
+
+    local = run("for-each-ref", "--format=%(refname)", "refs/heads").split()
+    remote = [r for r in run("for-each-ref", "--format=%(refname)", "refs/remotes").split()
+              if not r.endswith("/HEAD")]
+    names = {r: r for r in local}
+    n = 0
+    for ref in sorted(remote):
+        if run("rev-list", "-n", "1", "--stdin", input="\n".join([ref, *(f"^{r}" for r in local)]) + "\n").strip():
+            n += 1
+            names[ref] = f"refs/heads/remote-{n}"
+    return names
+
+
 def missing_objects(src: Path) -> int:
     """How many objects reachable from the branches git cannot find (0 when it cannot tell)."""
     r = subprocess.run(["git", "-C", str(src), "-c", "safe.directory=*", "rev-list", "--objects", "--branches",
-                        "--missing=print"], capture_output=True, env=safe_env())
+                        "--remotes", "--missing=print"], capture_output=True, env=safe_env())
     return sum(1 for line in r.stdout.splitlines() if line.startswith(b"?"))
 
 
 def _filter(inp: BinaryIO, out: BinaryIO, identity: IdentityMap, message: TextMap,
-            blob: BlobMap | None, original: dict[str, str]) -> None:
+            blob: BlobMap | None, original: dict[str, str], refnames: dict[str, str] | None = None) -> None:
     mark = None
     in_commit = False
     while True:
@@ -143,6 +172,11 @@ def _filter(inp: BinaryIO, out: BinaryIO, identity: IdentityMap, message: TextMa
                 stripped = line.rstrip(b"\n")
             else:
                 continue
+        if stripped.startswith((b"commit ", b"reset ")) and refnames:
+            verb, ref = stripped.split(b" ", 1)
+            new = refnames.get(ref.decode("utf-8", "replace"))
+            if new is not None:
+                line = verb + b" " + new.encode() + b"\n"
         if stripped.startswith(b"commit "):
             in_commit = True
             mark = None

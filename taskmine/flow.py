@@ -270,7 +270,7 @@ def anonymize_repos(store: Store, dataset: str, dataset_dir: Path, anon: Anonymi
         try:
             src_path = git_repository(src_path)  # a bundle file: its unpacked copy
             head = gitrewrite.head(src_path)
-            key = content_hash("anon-repo", head, fingerprint)
+            key = content_hash("anon-repo/2", head, fingerprint)  # /2: remote branches
             if index.get(name, {}).get("key") == key and dst.exists():
                 out[name] = index[name]
                 continue
@@ -460,14 +460,17 @@ def world_bytes(store: Store, dataset: str) -> int:
 # --- 6. validations ----------------------------------------------------------------------------------
 
 def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress: Progress | None = None,
-                only: Iterable[str] | None = None, llm=None, config: DatasetConfig | None = None) -> StageResult:
+                only: Iterable[str] | None = None, llm=None, config: DatasetConfig | None = None,
+                parallel: int = 1) -> StageResult:
     """Oracle and null runs (and every probe) for every task not yet validated in this kind of sandbox; then,
     for every valid task, what measures its difficulty and is still missing: one run of each retrieval baseline
     (`config.baselines`, graders.baselines) and `config.rollouts` model-agent rollouts (graders.agent; only when
     `llm` has a model).
 
     Each task's runs are stored as soon as its verdict is in, so a run killed at task 6 of 20 keeps the
-    first five and the re-run replays only what is missing."""
+    first five and the re-run replays only what is missing. `parallel` tasks are validated at once (each
+    episode is its own sandbox session; a code-change task's eleven episodes each run its test modules, minutes
+    a task, so a machine with cores to spare finishes sooner); verdicts are stored by this thread alone."""
     config = config or DatasetConfig()
     all_tasks = store.read("tasks", dataset)
     current = {t.task_id for t in all_tasks}
@@ -479,13 +482,18 @@ def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress:
     rows = [v for v in existing if v.task_id in current and v.task_id not in redo]
     if len(rows) != len(existing):
         store.replace("validations", dataset, rows)
-    for i, task in enumerate(todo, 1):
-        verdict = replay.validate(task, store.worlds(dataset), sandbox, repeats, llm=llm)
-        rows.extend(verdict.validations)
-        store.replace("validations", dataset, rows)
-        if progress:
-            progress(f"validated {i}/{len(todo)} {task.family} {task.task_id[:10]}: "
-                     f"{'ok' if verdict.valid else verdict.reason}")
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        running = {pool.submit(replay.validate, task, store.worlds(dataset), sandbox, repeats, llm=llm): task
+                   for task in todo}
+        for i, done_now in enumerate(as_completed(running), 1):
+            task, verdict = running[done_now], done_now.result()
+            rows.extend(verdict.validations)
+            store.replace("validations", dataset, rows)
+            if progress:
+                progress(f"validated {i}/{len(todo)} {task.family} {task.task_id[:10]}: "
+                         f"{'ok' if verdict.valid else verdict.reason}")
     verdicts = verdicts_by_task(rows, all_tasks)
     measuring = [t for t in all_tasks
                  if verdicts.get(t.task_id, (False,))[0] and (wanted is None or t.task_id in wanted)]

@@ -17,6 +17,7 @@ Invariants:
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -48,7 +49,9 @@ class Registry(Generic[T]):
         self.builtins = builtins
         self.check = check
         self._items: dict[str, Registered[T]] = {}
-        self._loaded = False
+        self._loaded = False      # loading started (a module being imported may ask again: it sees what is in)
+        self._done = False        # loading finished
+        self._lock = threading.RLock()   # another thread waits for the whole list (code_change builds in a pool)
 
     def register(self, name: str, *, args: type[BaseModel] | None = None):
         """Decorator: make the decorated object available under `name` (with an argument model)."""
@@ -71,22 +74,26 @@ class Registry(Generic[T]):
             "builtin") else origin, args or (old.args if old else None), doc)
 
     def _load(self) -> None:
-        if self._loaded:
+        if self._done:
             return
-        self._loaded = True
-        for module in self.builtins:
-            importlib.import_module(module)
-        from importlib.metadata import entry_points
+        with self._lock:
+            if self._loaded:
+                return
+            self._loaded = True
+            for module in self.builtins:
+                importlib.import_module(module)
+            from importlib.metadata import entry_points
 
-        for ep in entry_points(group=self.group):
-            obj = ep.load()
-            dist = getattr(ep, "dist", None)
-            origin = f"entry-point:{dist.name if dist else ep.value}"
-            current = self._items.get(ep.name)
-            if current is None or current.obj is not obj:
-                self.add(ep.name, obj, origin, getattr(obj, "args_model", None))
-            self._items[ep.name] = Registered(ep.name, self._items[ep.name].obj, origin, self._items[ep.name].args,
-                                              self._items[ep.name].summary)
+            for ep in entry_points(group=self.group):
+                obj = ep.load()
+                dist = getattr(ep, "dist", None)
+                origin = f"entry-point:{dist.name if dist else ep.value}"
+                current = self._items.get(ep.name)
+                if current is None or current.obj is not obj:
+                    self.add(ep.name, obj, origin, getattr(obj, "args_model", None))
+                self._items[ep.name] = Registered(ep.name, self._items[ep.name].obj, origin,
+                                                  self._items[ep.name].args, self._items[ep.name].summary)
+            self._done = True
 
     def all(self) -> dict[str, Registered[T]]:
         self._load()

@@ -77,3 +77,26 @@ def test_the_cli_lists_each_kind(plural, needle, tmp_path):
     r = subprocess.run([sys.executable, "-m", "pipelines.cli", "--home", str(tmp_path), plural, "list"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and needle in r.stdout, r.stderr
+
+
+def test_a_thread_asking_while_another_loads_the_builtins_waits_for_all_of_them(tmp_path, monkeypatch):
+    # the first builtin module, while it is imported, lets another thread ask for a plug-in the second module
+    # registers (code_change builds its candidates in a thread pool; the first grade of each loads the checks)
+
+    reg = Registry("thing", "things", ("tm_reg_first", "tm_reg_second"))
+    asked: dict = {}
+    monkeypatch.setitem(sys.modules, "tm_reg_registry", reg)
+    (tmp_path / "tm_reg_first.py").write_text(
+        "import sys, threading, time\nreg = sys.modules['tm_reg_registry']\nresult = sys.modules['tm_reg_asked']\n"
+        "def ask():\n    try:\n        result['obj'] = reg.get('late').obj\n    except KeyError as exc:\n"
+        "        result['error'] = str(exc)\n"
+        "t = threading.Thread(target=ask)\nt.start()\nresult['thread'] = t\ntime.sleep(0.3)\n")
+    (tmp_path / "tm_reg_second.py").write_text(
+        "import sys\nsys.modules['tm_reg_registry'].add('late', 'here', 'builtin:tm_reg_second')\n")
+    monkeypatch.setitem(sys.modules, "tm_reg_asked", asked)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("tm_reg_first", "tm_reg_second"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert reg.get("late").obj == "here"
+    asked["thread"].join(10)
+    assert asked.get("obj") == "here", asked.get("error")

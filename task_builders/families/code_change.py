@@ -13,8 +13,9 @@ Candidates:
 
 The task:
 - cutoff = one second before the fixing commit; the agent's repository is the world's history at the
-  cutoff with the fix's parent checked out (`repos={repo: parent}`), the fix hidden (`hidden_commits`,
-  proven unreachable by `verify_refs`); the fix's test changes are nowhere in the agent's phase: the
+  cutoff with the fix's parent checked out (`repos={repo: parent}`; a parent on a branch merged later counts
+  when nothing its checkout adds is dated after the cutoff), the fix hidden (`hidden_commits`, proven
+  unreachable by `verify_refs`); the fix's test changes are nowhere in the agent's phase: the
   verifier (graders.verifier) writes them after the agent's processes are dead.
 - environment: an image per (repository, dependency state) (environments.codeenv), named in
   `world["env"]`; the test sets are measured in it when the task is built (the parent with the fix's test
@@ -173,7 +174,10 @@ class CodeChange(Family):
                     ticketed: list[Candidate | Rejection]) -> Iterator[Candidate | Rejection]:
         linked = {s for i in ctx.items for s in i.attrs.get("fix_shas") or []}
         linked |= {s for c in ticketed if isinstance(c, Candidate) for s in c.raw_shas}
-        for e in sorted(commits.values(), key=lambda e: (e.ts, e.native_id)):
+        # newest first: under code_max_candidates the fixes measured are those most likely to run on today's
+        # interpreter (on more-itertools every 2012-2018 fix either failed to import its tests on Python 3.11 or
+        # was a style fix with no FAIL_TO_PASS test)
+        for e in sorted(commits.values(), key=lambda e: (e.ts, e.native_id), reverse=True):
             if e.native_id in linked or e.attrs.get("merge") or len(e.attrs.get("parents") or []) != 1:
                 continue
             if not FIX_MESSAGE.search(f"{e.title or ''}\n{e.body or ''}"):
@@ -229,9 +233,9 @@ class CodeChange(Family):
         cutoff = _commit_time(path, c.fix) - dt.timedelta(seconds=1)
         if c.issues and min(i.ts for i in c.issues) > cutoff:
             return self.reject(ctx, c.item, "the ticket was filed after its fix")
-        problem = _reachable(path, branches, c.parent, cutoff)
+        problem = _future_history(path, branches, c.parent, cutoff)
         if problem:
-            return self.reject(ctx, c.item, "the fix's parent is not on a branch at the cutoff", problem)
+            return self.reject(ctx, c.item, "the fix's parent's history holds commits after the cutoff", problem)
         if ctx.sandbox is None:
             return self.reject(ctx, c.item, "no sandbox to run the tests in",
                                "the tasks stage was run without a sandbox")
@@ -383,17 +387,26 @@ def _commit_time(repo: Path, sha: str) -> dt.datetime:
     return dt.datetime.fromtimestamp(int(git(repo, "log", "-1", "--format=%ct", sha).strip()), dt.UTC)
 
 
-def _reachable(repo: Path, branches: dict[str, Branches], parent: str, cutoff: dt.datetime) -> str:
-    """'' when `parent` is reachable from a branch as it stood at the cutoff, else why not."""
+def _future_history(repo: Path, branches: dict[str, Branches], parent: str, cutoff: dt.datetime) -> str:
+    """'' when nothing the agent's checkout adds to the refs at the cutoff is dated after it, else why not.
+
+    The fix's parent is often on a branch of its own that was merged later (a pull request): its ref is gone
+    from the repository, so no branch as it stood at the cutoff reaches it, yet that branch existed then and
+    the episode checks its tip out (the view packs the refs and the head). What the head adds to the refs
+    must still be history up to the cutoff: a commit of it dated after the cutoff (a rebased branch) would be
+    a future object, and rejects the candidate."""
     key = str(repo)
     if key not in branches:
         branches[key] = Branches.read(repo)
-    tips = branches[key].tips(int(cutoff.timestamp()))
-    for tip in tips.values():
-        if subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", parent, tip],
-                          capture_output=True).returncode == 0:
-            return ""
-    return f"{parent[:12]} is on no branch at {cutoff.isoformat()} (made on a branch merged later)"
+    tips = sorted(set(branches[key].tips(int(cutoff.timestamp())).values()))
+    out = git(repo, "rev-list", "--format=%ct", "--stdin", input=("\n".join([parent, *(f"^{t}" for t in tips)])
+                                                                    + "\n").encode())
+    lines = out.split("\n")
+    later = [sha.split()[1] for sha, ct in zip(lines[0::2], lines[1::2])
+             if sha.startswith("commit ") and int(ct) > cutoff.timestamp()]
+    if later:
+        return f"{len(later)} commits the checkout adds are dated after {cutoff.isoformat()}, e.g. {later[0][:12]}"
+    return ""
 
 
 def _archive(repo: Path, commit: str, dest: Path) -> None:

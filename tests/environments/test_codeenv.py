@@ -180,3 +180,26 @@ def test_a_test_that_never_ends_or_eats_memory_fails_alone(tmp_path):
                             "tests/test_g.py::test_fine": "passed"}
     assert "TimeoutError" in rep.messages["tests/test_g.py::test_hang"]
     assert "MemoryError" in rep.messages["tests/test_g.py::test_greedy"]
+
+
+def test_a_test_that_starts_many_threads_fits_under_the_memory_guard(tmp_path):
+    """Linux counts thread stacks in RLIMIT_DATA: at glibc's 8 MB default ~110 threads filled the guard and a
+    concurrency test of more-itertools broke pytest itself (exit 3). 300 idle threads now start and pass."""
+    import os
+
+    from graders.junit import parse
+
+    if not os.path.exists("/usr/bin/python3"):
+        pytest.skip("no /usr/bin/python3 on this machine")
+    root = codeenv.install(EnvSpec("python"), tmp_path / "envs")
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "test_t.py").write_text(
+        "import threading\n\n\ndef test_many_threads():\n    stop = threading.Event()\n"
+        "    threads = [threading.Thread(target=stop.wait) for _ in range(300)]\n"
+        "    for t in threads:\n        t.start()\n    stop.set()\n    for t in threads:\n        t.join()\n")
+    cmd = codeenv.test_command(EnvSpec("python"), ["tests/test_t.py"], str(tmp_path / "r.xml"),
+                               extra_paths=[str(root / "site"), str(root / "runner")])
+    subprocess.run(["sh", "-c", cmd.replace("python3 -I", "/usr/bin/python3 -I", 1)], cwd=repo, capture_output=True,
+                   timeout=120)
+    assert parse((tmp_path / "r.xml").read_bytes()).outcomes == {"tests/test_t.py::test_many_threads": "passed"}

@@ -73,3 +73,15 @@ def test_a_killed_validation_keeps_finished_tasks_and_the_rerun_does_only_the_re
 
     again = Counting()
     assert flow.validations(store, "acme", again, repeats=1).counts["validated_now"] == 0 and again.runs == 0
+
+
+def test_tasks_validated_in_parallel_get_the_verdicts_of_one_at_a_time(built, tmp_path):
+    store = built
+    tasks = store.read("tasks", "acme")
+    res = flow.validations(store, "acme", LocalSandbox(), repeats=1, parallel=3)
+    assert res.counts["validated_now"] == len(tasks) and res.counts["valid"] == len(tasks)
+    rows = store.read("validations", "acme")
+    # every task's runs are stored once, whole (oracle, null, each probe), whichever thread finished it
+    assert sorted(v.task_id for v in rows) == sorted(t.task_id for t in tasks
+                                                     for _ in range(2 + len(t.reference["probes"])))
+    assert flow.validations(store, "acme", Counting(), repeats=1, parallel=3).counts["validated_now"] == 0
