@@ -484,16 +484,22 @@ def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress:
         store.replace("validations", dataset, rows)
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
-    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        running = {pool.submit(replay.validate, task, store.worlds(dataset), sandbox, repeats, llm=llm): task
-                   for task in todo}
-        for i, done_now in enumerate(as_completed(running), 1):
-            task, verdict = running[done_now], done_now.result()
-            rows.extend(verdict.validations)
-            store.replace("validations", dataset, rows)
-            if progress:
-                progress(f"validated {i}/{len(todo)} {task.family} {task.task_id[:10]}: "
-                         f"{'ok' if verdict.valid else verdict.reason}")
+    def stored(i: int, task: Task, verdict) -> None:
+        rows.extend(verdict.validations)
+        store.replace("validations", dataset, rows)
+        if progress:
+            progress(f"validated {i}/{len(todo)} {task.family} {task.task_id[:10]}: "
+                     f"{'ok' if verdict.valid else verdict.reason}")
+
+    if parallel <= 1:  # one at a time: a task's runs are stored before the next task starts
+        for i, task in enumerate(todo, 1):
+            stored(i, task, replay.validate(task, store.worlds(dataset), sandbox, repeats, llm=llm))
+    else:
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            running = {pool.submit(replay.validate, task, store.worlds(dataset), sandbox, repeats, llm=llm): task
+                       for task in todo}
+            for i, done_now in enumerate(as_completed(running), 1):
+                stored(i, running[done_now], done_now.result())
     verdicts = verdicts_by_task(rows, all_tasks)
     measuring = [t for t in all_tasks
                  if verdicts.get(t.task_id, (False,))[0] and (wanted is None or t.task_id in wanted)]

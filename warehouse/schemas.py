@@ -227,7 +227,7 @@ class Rejection(Record):
     """Why something did not make it to the next stage (the funnel's reasons)."""
 
     table: ClassVar[str] = "rejections"
-    key: ClassVar[tuple[str, ...]] = ("dataset", "stage", "subject_id", "reason")
+    key: ClassVar[tuple[str, ...]] = ("dataset", "stage", "family", "subject_id", "reason")
 
     dataset: str
     stage: str                       # work_items, candidates, tasks, validated, published

@@ -54,3 +54,16 @@ def test_arrow_writes_are_validated(tmp_path):
     with pytest.raises(TypeError):
         store.write_arrow("embeddings", "d", table(["a"]).set_column(2, "vector", pa.array(["x"])))
     assert not store.partition("embeddings", "d").exists()
+
+
+def test_two_families_rejecting_one_item_for_one_reason_keep_both_rows(tmp_path):
+    """An issue's triage and its commit link can both fail a probe: the funnel must count both (the key holds
+    the family; without it one row replaced the other and the e2e funnel lost a commit_link candidate)."""
+    from warehouse.schemas import Rejection
+    from warehouse.store import Store
+
+    store = Store(tmp_path)
+    rows = [Rejection(dataset="d", stage="candidates", family=f, subject_id="CORE-1",
+                      reason="a probe passes the rubric") for f in ("ticket_triage", "commit_link")]
+    store.replace("rejections", "d", rows)
+    assert sorted(r.family for r in store.read("rejections", "d")) == ["commit_link", "ticket_triage"]
