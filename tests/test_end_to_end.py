@@ -111,7 +111,11 @@ def test_funnel_matches_the_ground_truth(pipeline):
     assert {v.sandbox for v in runs} == {"docker"}
     assert all(v.image_digest for v in runs)
     probes = sum(len(t.reference["probes"]) + len(t.reference.get("alternatives") or []) for t in tasks)
-    assert len(runs) == 6 * len(tasks) + probes      # and each valid alternative once (alt:<name>)
+    from graders import baselines
+
+    with_baseline = sum(1 for t in tasks if baselines.applicable(t.family))   # then one baseline run per valid task
+    assert sum(v.run_kind.startswith("baseline:") for v in runs) == with_baseline
+    assert len(runs) == 6 * len(tasks) + probes + with_baseline    # and each valid alternative once (alt:<name>)
 
 
 def test_triage_reference_equals_truth_after_pseudonymization(pipeline):
