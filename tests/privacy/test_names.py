@@ -159,8 +159,8 @@ def test_public_hosts_schemes_and_code_keep_their_words():
     out = s(code, code=True)
     q = v.pseudonyms["p2"]
     assert out == code.replace("Rhea Quist", q.full_name).replace("<rquist>", f"<{q.username}>")
-    assert s("clone git@github.com:org/repo.git from https://github.com/org/repo") == \
-        "clone git@github.com:org/repo.git from https://github.com/org/repo"
+    assert s("clone github.com:org/repo.git from https://github.com/org/repo") == \
+        "clone github.com:org/repo.git from https://github.com/org/repo"
 
 
 def test_unknown_addresses_at_the_company_domain_lose_their_local_part():
