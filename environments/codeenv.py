@@ -447,22 +447,9 @@ def prepare(sandbox, spec: EnvSpec, cache: Path,
 def prune_env_images(home_label: str, keep_keys: set[str]) -> list[str]:
     """Remove the environment images built for `home_label` whose key no current task names, or that sit on
     a base image that is no longer the current one. Images a container still uses stay. Returns the tags."""
-    from environments.images import base_tag
+    from environments.images import stale_images
 
-    current_base = image_id(os.environ.get("TASKMINE_BASE_IMAGE") or base_tag())
-    proc = docker("images", "taskmine-env", "--filter", f"label=taskmine.home={home_label}", "--format",
-                  "{{.Repository}}:{{.Tag}}", check=False, timeout=60)
-    tags = proc.stdout.split() if proc.returncode == 0 else []
-    stale = []
-    if tags:
-        labels = docker("image", "inspect", "--format", "{{json .Config.Labels}}", *tags, check=False, timeout=120)
-        for tag, line in zip(tags, labels.stdout.splitlines()):
-            try:
-                found = json.loads(line) or {}
-            except ValueError:
-                continue
-            if found.get("taskmine.env") not in keep_keys or found.get("taskmine.base") != current_base:
-                stale.append(tag)
+    stale = stale_images("taskmine-env", home_label, "taskmine.env", keep_keys)
     for i in range(0, len(stale), 50):
         docker("rmi", *stale[i:i + 50], check=False, timeout=300)
     return [t for t in stale if image_id(t) is None]

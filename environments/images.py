@@ -410,13 +410,11 @@ def build_task_image(base: str, world_dir: Path, *, world_digest: str | None = N
     return tag, built
 
 
-def prune_task_images(home_label: str, keep_world_ids: set[str]) -> list[str]:
-    """Remove the task images built for `home_label` (the `taskmine.home` label) that no current task uses:
-    their world is not in `keep_world_ids`, or they sit on a base image that is no longer the current one.
-    Images a container still uses are left (docker refuses). Returns the tags removed."""
-    current_base = image_id(base_tag()) if not os.environ.get("TASKMINE_BASE_IMAGE") else \
-        image_id(os.environ["TASKMINE_BASE_IMAGE"])
-    proc = docker("images", "taskmine-task", "--filter", f"label=taskmine.home={home_label}", "--format",
+def stale_images(repository: str, home_label: str, label: str, keep: set[str]) -> list[str]:
+    """Tags of `repository` built for `home_label` whose `label` value is not in `keep`, or that sit on a base
+    image that is no longer the current one (task images, code environment images)."""
+    current_base = image_id(os.environ.get("TASKMINE_BASE_IMAGE") or base_tag())
+    proc = docker("images", repository, "--filter", f"label=taskmine.home={home_label}", "--format",
                   "{{.Repository}}:{{.Tag}}", check=False, timeout=60)
     tags = proc.stdout.split() if proc.returncode == 0 else []
     stale = []
@@ -427,8 +425,16 @@ def prune_task_images(home_label: str, keep_world_ids: set[str]) -> list[str]:
                 found = json.loads(line) or {}
             except ValueError:
                 continue
-            if found.get("taskmine.world_id") not in keep_world_ids or found.get("taskmine.base") != current_base:
+            if found.get(label) not in keep or found.get("taskmine.base") != current_base:
                 stale.append(tag)
+    return stale
+
+
+def prune_task_images(home_label: str, keep_world_ids: set[str]) -> list[str]:
+    """Remove the task images built for `home_label` (the `taskmine.home` label) that no current task uses:
+    their world is not in `keep_world_ids`, or they sit on a base image that is no longer the current one.
+    Images a container still uses are left (docker refuses). Returns the tags removed."""
+    stale = stale_images("taskmine-task", home_label, "taskmine.world_id", keep_world_ids)
     if not os.environ.get("TASKMINE_BASE_IMAGE"):  # earlier recipes of the base, once nothing sits on them
         bases = docker("images", "taskmine-base", "--format", "{{.Repository}}:{{.Tag}}", check=False, timeout=60)
         stale += [t for t in bases.stdout.split() if t != base_tag()] if bases.returncode == 0 else []
