@@ -169,7 +169,9 @@ def test_a_test_that_never_ends_or_eats_memory_fails_alone(tmp_path):
     (repo / "tests").mkdir(parents=True)
     (repo / "tests" / "test_g.py").write_text(
         "def test_hang():\n    while True:\n        pass\n\n\n"
-        "def test_greedy():\n    keep = []\n    while True:\n        keep.append(bytearray(64 << 20))\n\n\n"
+        # bytes(n) is calloc'ed: untouched pages, so the guard is reached at once on any machine (bytearray
+        # zero-fills: 13 x 64 MB took 3.5 s on a slow VM, longer than the 2 s alarm, and the test read timing)
+        "def test_greedy():\n    keep = []\n    while True:\n        keep.append(bytes(64 << 20))\n\n\n"
         "def test_fine():\n    assert True\n")
     cmd = codeenv.test_command(EnvSpec("python"), ["tests/test_g.py"], str(tmp_path / "r.xml"),
                                extra_paths=[str(root / "site"), str(root / "runner")], per_test_s=2)
