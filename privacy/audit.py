@@ -46,7 +46,7 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     from privacy.anonymize import Anonymizer
 
-PROSE_COLUMNS = frozenset({"title", "body", "prompt", "actor_name"})
+PROSE_COLUMNS = frozenset({"title", "body", "prompt", "actor_name", "problem_statement", "hints_text", "messages"})
 _PLACEHOLDER = re.compile(r"^\[[A-Za-z_:]+\]$")
 
 
@@ -330,7 +330,7 @@ def _texts(path: Path) -> Iterator[tuple[str, str, str]]:
             for i, v in enumerate(table.column(name).to_pylist()):
                 if v is None:
                     continue
-                doc = _json_value(v)
+                doc = v if isinstance(v, (list, dict)) else _json_value(v)   # nested columns (trajectories)
                 if doc is None:
                     yield f"column {name} row {i}", str(v), kind
                 else:  # a JSON column (reference, rubric, world): its strings, so an escape (\n) glues nothing
