@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -251,3 +252,15 @@ def test_swebench_loaders_accept_the_code_tasks(published):
         report = get_eval_report(spec, {"instance_id": inst["instance_id"], "model_patch": inst["patch"],
                                         "model_name_or_path": "gold"}, str(log), include_tests_status=True)
         assert report[inst["instance_id"]]["resolved"] is resolved
+
+
+def test_the_cards_duckdb_command_runs_without_a_duckdb_cli(published):
+    import shlex
+    import sys
+
+    card = (published["pub"].path / "README.md").read_text()
+    (command,) = re.findall(r"`(uv run python -c .+?)`", card)
+    argv = shlex.split(command)
+    r = subprocess.run([sys.executable, *argv[3:]], cwd=published["pub"].path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "ticket_triage" in r.stdout and "code_change" in r.stdout
