@@ -238,8 +238,9 @@ def test_ui_stops_dagster_and_everything_it_started_on_sigterm(tmp_path):
         "signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(600)'])\n"
         f"open({str(pids)!r}, 'w').write(str(child.pid))\n"
         "try:\n    time.sleep(600)\nexcept KeyboardInterrupt:\n    sys.exit(0)\n")
-    wrapper = subprocess.Popen([sys.executable, "-c", "import sys; from pipelines.runner import run_forwarding_signals; "
-                                f"sys.exit(run_forwarding_signals([sys.executable, {str(stand_in)!r}], grace_s=1))"])
+    wrapper = subprocess.Popen([sys.executable, "-c", "import sys; from pipelines.runner import "
+                                "run_forwarding_signals; sys.exit(run_forwarding_signals("
+                                f"[sys.executable, {str(stand_in)!r}], grace_s=1))"])
     for _ in range(300):
         if pids.exists() and pids.read_text():
             break
