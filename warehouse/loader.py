@@ -131,6 +131,39 @@ class PublishedDataset:
         rows = table.to_pylist() if table is not None else []
         return [r for r in rows if not split or r["split"] == split]
 
+    def swebench_image(self, task_id: str, sandbox=None, cache: Path | str | None = None) -> str:
+        """Build the SWE-bench instance image of a code task (its `image` column) on this machine's Docker: the
+        task's environment image (dependencies and the test runner, environments.codeenv) with the repository at
+        the base commit in /testbed, from the published bundle. No registry holds it: SWE-bench's harness finds
+        it locally and runs `run_instance` against it. Returns the image name."""
+        import subprocess
+        import tempfile
+
+        from environments import codeenv
+        from environments.sandbox import get_sandbox
+        from graders.trajectory import _checkout
+
+        inst = next((r for r in self.swebench() if r["task_id"] == self.task(task_id)["task_id"]), None)
+        if inst is None:
+            raise DatasetError(f"{task_id}: not a code task (no SWE-bench instance)")
+        env = self.task(task_id)["world_manifest"].get("env") or {}
+        sandbox = sandbox or get_sandbox("docker")
+        cache = Path(cache) if cache else self.path.parent / f".env-cache-{self.version}"
+        base = codeenv.prepare(sandbox, codeenv.EnvSpec.from_json(env), cache) or sandbox.base_image
+        repo = self.grading(task_id)["reference"]["code"]["repo"]
+        with tempfile.TemporaryDirectory(prefix="taskmine-swe-") as tmp:
+            _checkout(self.path / "world" / "git", repo, inst["base_commit"], Path(tmp) / "testbed")
+            subprocess.run(["git", "-C", str(Path(tmp) / "testbed"), "remote", "remove", "origin"],
+                           capture_output=True)
+            (Path(tmp) / "Dockerfile").write_text(
+                f"FROM {base}\nCOPY testbed /testbed\nUSER root\nWORKDIR /testbed\n"
+                "ENV HOME=/root\nRUN git config --global --add safe.directory /testbed\n")
+            r = subprocess.run(["docker", "build", "-q", "--label", f"taskmine.swe={inst['instance_id']}", "-t",
+                                inst["image"], tmp], capture_output=True, text=True, timeout=1800)
+            if r.returncode != 0:
+                raise DatasetError(f"docker build of {inst['image']} failed: {r.stderr.strip()[-300:]}")
+        return inst["image"]
+
     # -- serving and grading -----------------------------------------------------------------------------------
 
     def world_file(self, cache: Path | str | None = None) -> Path:

@@ -83,6 +83,15 @@ def make_repo(root: Path) -> dict[str, str]:
     return {"base": base, "fix": fix, "patch": patch, "test_patch": test_patch}
 
 
+def _env() -> dict:
+    from environments.codeenv import EnvSpec
+
+    return EnvSpec("python").to_json()          # no dependency: its image needs no network
+
+
+ENV = _env()
+
+
 @pytest.fixture(scope="module")
 def published(tmp_path_factory):
     from environments.world import build_world
@@ -125,8 +134,7 @@ def published(tmp_path_factory):
         cutoff=at(10) - dt.timedelta(seconds=1),
         world={"cutoff": (at(10) - dt.timedelta(seconds=1)).isoformat(), "hidden": [],
                "git": {"repos": ["totals"], "refs": {"totals": {"refs/heads/main": r["base"]}}},
-               "env": {"key": "envkey0123456789", "ecosystem": "python", "requirements": [], "install": [],
-                       "test_command": "", "python": "3.11", "manifest": {}}},
+               "env": ENV},
         world_hash="h3", split="test", canary=CANARY, reference={"actions": [], "probes": [], "code": code},
         rubric=Rubric(checks=[CheckSpec(id="resolved", check="tests_resolved", weight=1, criterion="tests",
                                         args={"fail_to_pass": code["FAIL_TO_PASS"],
@@ -237,7 +245,7 @@ def test_swebench_loaders_accept_the_code_tasks(published):
 
     pub = published["pub"].path
     (inst,) = load_swebench_dataset(str(pub / "swebench"), "test")
-    assert inst["repo"] == "acme-labs/totals" and inst["version"] == "1.4.2+env.envkey012345"
+    assert inst["repo"] == "acme-labs/totals" and inst["version"] == f"1.4.2+env.{ENV['key'][:12]}"
     assert inst["environment_setup_commit"] == published["code"]["base_commit"]
     assert "Reproduced with the demo data" in inst["hints_text"] and "upstream" not in inst["hints_text"]
     spec = make_test_spec(inst)
@@ -264,3 +272,35 @@ def test_the_cards_duckdb_command_runs_without_a_duckdb_cli(published):
     r = subprocess.run([sys.executable, *argv[3:]], cwd=published["pub"].path, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "ticket_triage" in r.stdout and "code_change" in r.stdout
+
+
+@pytest.mark.docker
+def test_swebench_harness_runs_an_instance_in_docker(published, docker_sandbox, tmp_path, monkeypatch):
+    """SWE-bench's own `run_instance` on the instance image the loader builds (no registry: the image is local):
+    the gold patch resolves the task, a patch that changes nothing the tests see does not."""
+    pytest.importorskip("swebench")
+    import docker
+
+    from environments.codeenv import prune_env_images
+    from swebench.harness.run_evaluation import run_instance
+    from swebench.harness.utils import make_test_spec
+
+    ds = load_dataset(published["pub"].path)
+    image = ds.swebench_image("t-code", sandbox=docker_sandbox, cache=tmp_path / "envs")
+    monkeypatch.chdir(tmp_path)                    # the harness writes logs/run_evaluation/ under the cwd
+    client = docker.from_env()
+    try:
+        (inst,) = ds.swebench("test")
+        spec = make_test_spec(inst)
+        results = {}
+        wrong = ("diff --git a/NOTES.txt b/NOTES.txt\nnew file mode 100644\n--- /dev/null\n+++ b/NOTES.txt\n"
+                 "@@ -0,0 +1 @@\n+nothing fixed\n")
+        for name, patch in (("gold", inst["patch"]), ("wrong", wrong), ("empty", "")):
+            out = run_instance(spec, {"instance_id": inst["instance_id"], "model_patch": patch,
+                                      "model_name_or_path": name}, client, f"taskmine-{name}", timeout=600)
+            results[name] = out[1][inst["instance_id"]]["resolved"] if out else None
+        # an empty prediction does not apply: the harness reports no result for it (never resolved)
+        assert results == {"gold": True, "wrong": False, "empty": None}, results
+    finally:
+        subprocess.run(["docker", "rmi", "-f", image], capture_output=True)
+        prune_env_images(docker_sandbox.image_labels["taskmine.home"], set())
