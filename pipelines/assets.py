@@ -171,11 +171,12 @@ def difficulty_metadata(report: dict) -> dict:
     """Per family difficulty and grader error (taskmine.flow.difficulty_report) as a table and the plot."""
     import base64
 
-    from graders.difficulty import markdown
+    from warehouse.card import narrow_tables
 
     if not report.get("difficulty_table"):
         return {}
-    md = {"difficulty": MetadataValue.md(markdown(report["difficulty_table"]))}
+
+    md = {"difficulty": MetadataValue.md("\n\n".join(narrow_tables(report["difficulty_table"])))}
     if report.get("difficulty_plot"):
         b64 = base64.b64encode(report["difficulty_plot"]).decode()
         md["difficulty_plot"] = MetadataValue.md(f"![difficulty](data:image/png;base64,{b64})")

@@ -39,3 +39,21 @@ def test_bench_real_mail_names_its_own_command_when_the_exports_are_missing(tmp_
         bench_real_mail(str(tmp_path / "nowhere"))
     assert "taskmine bench anonymize --input real-mail" in str(err.value) and "--real" in str(err.value)
     assert "bench privacy" not in str(err.value)
+
+
+def test_the_difficulty_table_is_split_into_tables_that_fit():
+    """The per-family table (11 columns, rates with n and interval) was wider than the Dagster UI shows: split."""
+    from graders import difficulty
+    from warehouse.card import MAX_TABLE_CHARS, narrow_tables
+
+    rate = {"k": 16, "n": 128, "rate": 0.125}
+    st = {f: {"tasks": 120, "valid": 100, "published": 90, "retired": 10, "flaky": 2,
+              "difficulty": {"in_band": 50, "too_easy": 30, "too_hard": 10, "unmeasured": 10},
+              "probe_pass": rate, "baseline_solved": rate, "rollout_pass": rate, "false_negative": rate}
+          for f in ("ticket_triage", "resolution_note", "code_change")}
+    rows = difficulty.table(st)
+    assert max(len(line) for line in difficulty.markdown(rows).splitlines()) > MAX_TABLE_CHARS
+    tables = narrow_tables(rows)
+    assert len(tables) > 1 and all(max(len(line) for line in t.splitlines()) <= MAX_TABLE_CHARS for t in tables)
+    shown = [c.strip() for t in tables for c in t.splitlines()[0].strip("|").split("|")]
+    assert set(shown) == set(rows[0]) and shown.count("family") == len(tables)   # every column, each table keyed

@@ -58,6 +58,32 @@ def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
             *["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in rows]]
 
 
+MAX_TABLE_CHARS = 160    # a markdown table wider than this is cut or scrolls in the Dagster UI and on hubs
+
+
+def narrow_tables(rows: list[dict[str, str]], head: str = "family") -> list[str]:
+    """`rows` (graders.difficulty.table) as markdown tables each at most MAX_TABLE_CHARS wide where it can be:
+    columns are taken in order until the next would make the widest line too long, each table led by `head`."""
+    from graders import difficulty
+
+    if not rows:
+        return [difficulty.markdown(rows)]
+    cols = [c for c in rows[0] if c != head]
+    out, group = [], []
+
+    def width(cs: list[str]) -> int:
+        table = difficulty.markdown([{k: r[k] for k in [head, *cs]} for r in rows])
+        return max(len(line) for line in table.splitlines())
+
+    for c in cols:
+        if group and width([*group, c]) > MAX_TABLE_CHARS:
+            out.append(difficulty.markdown([{k: r[k] for k in [head, *group]} for r in rows]))
+            group = []
+        group.append(c)
+    out.append(difficulty.markdown([{k: r[k] for k in [head, *group]} for r in rows]))
+    return out
+
+
 def render(*, dataset: str, version: str, files: set[str], families: list[str], counts: dict[str, dict[str, int]],
            easy: dict[str, int], funnel: dict[str, int], stats: dict, provenance: list, license: str, canary: str,
            swebench: bool) -> str:
@@ -134,6 +160,6 @@ def render(*, dataset: str, version: str, files: set[str], families: list[str], 
         "Per family, over every task built (probes, alternatives) or every valid task (bands, baselines, rollouts):",
         "probes passing estimate the grader's false positives, valid alternative outcomes that fail its false",
         "negatives (n = runs; n=0: not measured).", "",
-        difficulty.markdown(difficulty.table(stats or {})), "",
+        *[t + "\n" for t in narrow_tables(difficulty.table(stats or {}))],
     ]
     return "\n".join(lines)
