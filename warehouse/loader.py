@@ -10,7 +10,8 @@
 
 The grader side is asked for by name: `ds.grading(task_id)` (reference, rubric, probes, hidden events, requester
 script, SWE-bench's test sets), `ds.world(task_id)` (the full world manifest an environment server needs),
-`ds.trajectory(task_id)` (the oracle's chat), `ds.swebench(split)` (code tasks as SWE-bench instances).
+`ds.trajectory(task_id)` (the oracle's chat), `ds.swebench(split)` (code tasks as SWE-bench instances). A code
+task's rollout is graded by its tests: `ds.verify(task_id, patch)`.
 
 Invariant: with `verify=True` (the default) every file's sha256 must match the manifest, and no file
 may exist that the manifest does not list; a mismatch is an error naming the file.
@@ -193,20 +194,54 @@ class PublishedDataset:
         return ToolServer(self.view(task_id, cache), persona=persona,
                           tools=set(world["tools"]) if world.get("tools") is not None else None)
 
+    def worlds_dir(self, cache: Path | str | None = None) -> Path:
+        """The published world as the pipeline's world folder (world.sqlite, world.json, git/<repo>.git), built
+        once in `cache`: what an episode (environments.episode) and the code verifier run on."""
+        import subprocess
+
+        cache = Path(cache) if cache else self.path.parent / f".world-cache-{self.version}"
+        self.world_file(cache)
+        repos = {}
+        for bundle in sorted((self.path / "world" / "git").glob("*.bundle")):
+            dest = cache / "git" / f"{bundle.stem}.git"
+            if not dest.exists():
+                tmp = dest.with_name(dest.name + ".tmp")
+                subprocess.run(["git", "clone", "-q", "--bare", str(bundle.resolve()), str(tmp)], check=True,
+                               capture_output=True)
+                tmp.rename(dest)
+            repos[bundle.stem] = {"path": str(dest), "slug": bundle.stem}
+        (cache / "world.json").write_text(json.dumps({"key": self.version, "repos": repos}, sort_keys=True))
+        return cache
+
+    def verify(self, task_id: str, patch: str, sandbox=None, cache: Path | str | None = None, timeout_s: float = 300):
+        """Grade a code task's rollout in one call: `patch` (a unified diff of the agent's change to the repository)
+        applied in an episode of the task, then its verifier phase (graders.verifier: the fix's tests restored
+        and run, FAIL_TO_PASS and PASS_TO_PASS read from the runner's report). Returns the
+        `warehouse.schemas.Validation` (score, checks with explanations, error_class for infrastructure)."""
+        from environments.sandbox import get_sandbox
+        from graders import replay, verifier
+
+        task = self.as_task(task_id)
+        code = (task.reference or {}).get("code")
+        if not code:
+            raise DatasetError(f"{task_id}: not a code task; grade its tool calls with ds.grade(task_id, actions)")
+        sandbox = sandbox or get_sandbox("auto")
+        command = verifier.apply_command(code["repo"], patch) if patch.strip() else "true"
+        return replay.run_once(task, self.worlds_dir(cache), sandbox, "rollout:lab", command, timeout_s=timeout_s)
+
     def grade(self, task_id: str, actions, cache: Path | str | None = None):
         """Grade a rollout of a tool task in one call: `actions` is the action log of the task's tool server
         (`ds.tools(task_id).actions`) or a list of tool calls ({"tool": name, ...arguments}), replayed through a
         fresh tool server first. Returns `graders.rubric.Grade` (score, points, per-check explanations). Judge
-        checks are not run (no model here) and are left out of the score. A code task is graded by its verifier
-        in a sandbox (`graders.replay.run_once` on `as_task(task_id)`), not here."""
+        checks are not run (no model here) and are left out of the score. A code task is graded by running its
+        tests: `ds.verify(task_id, patch)`."""
         from environments import actions as A
         from graders.rubric import Context, grade
 
         g = self.grading(task_id)
         if (g["reference"] or {}).get("code"):
             raise DatasetError(f"{task_id}: a code task is graded by running its tests (the verifier): "
-                               "graders.replay.run_once(ds.as_task(id), ...), or the swebench harness on "
-                               "ds.swebench()")
+                               "ds.verify(task_id, patch), or the swebench harness on ds.swebench()")
         if hasattr(actions, "actions") and not isinstance(actions, list):     # a ToolServer
             actions = actions.actions
         actions = list(actions)

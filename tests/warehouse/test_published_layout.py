@@ -304,3 +304,15 @@ def test_swebench_harness_runs_an_instance_in_docker(published, docker_sandbox, 
     finally:
         subprocess.run(["docker", "rmi", "-f", image], capture_output=True)
         prune_env_images(docker_sandbox.image_labels["taskmine.home"], set())
+
+
+def test_a_code_task_is_graded_by_its_verifier_in_one_call(published, tmp_path):
+    """`ds.verify(task_id, patch)`: the patch applied in an episode, the fix's tests restored and run (local
+    sandbox here; Docker in the pipeline)."""
+    from environments.sandbox import LocalSandbox
+
+    ds = load_dataset(published["pub"].path)
+    gold = ds.verify("t-code", published["code"]["patch"], sandbox=LocalSandbox(), cache=tmp_path / "w")
+    assert gold.score == 1.0, (gold.message, gold.checks)
+    none = ds.verify("t-code", "", sandbox=LocalSandbox(), cache=tmp_path / "w")
+    assert none.score == 0.0, (none.message, none.checks)
