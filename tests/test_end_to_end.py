@@ -242,10 +242,11 @@ def pq_rows(path):
 
 
 # reference fields that are no answer: what the agent is given (the statement, its repository at the base commit,
-# the tickets, the test modules it is told about) and labels (tool and probe names, how an alternative was made)
-GIVEN = {"tool", "name", "how", "kind", "check", "id", "base_commit", "created_at", "problem_statement", "repo",
-         "restore", "run", "tickets", "ecosystem", "statement_source", "statement_note", "timeout_s", "instruction",
-         "grading"}
+# the tickets, the test modules it is told about), labels (tool and probe names, how an alternative was made) and
+# probes (wrong outcomes: the newest commit at the cutoff is a branch tip of the agent's own repository)
+GIVEN = {"tool", "name", "how", "kind", "check", "id", "probes", "base_commit", "created_at", "problem_statement",
+         "repo", "restore", "run", "tickets", "ecosystem", "statement_source", "statement_note", "timeout_s",
+         "instruction", "grading"}
 
 
 def strings(v):

@@ -270,7 +270,8 @@ def _swe(tasks: list[Task], world_root: Path, dataset: str, remotes: dict[str, s
         repo = world_root / "git" / f"{c['repo']}.git"
         declared = swe.declared_version(repo, c["base_commit"]) if repo.exists() else "0"
         view = world.at(t.cutoff, t.world.get("hidden") or ()) if world else None
-        rows[t.task_id] = swe.columns(dataset, c, t.world, remote=remotes.get(c["repo"]), declared=declared,
+        rows[t.task_id] = swe.columns(dataset, c, t.world, task_id=t.task_id, remote=remotes.get(c["repo"]),
+                                      declared=declared,
                                       hints_text=swe.hints(view, c.get("tickets") or []), prompt=t.prompt)
     first: dict[str, tuple[str, str]] = {}
     for _tid, r in sorted(rows.items(), key=lambda kv: (kv[1]["created_at"] or "", kv[0])):

@@ -46,13 +46,15 @@ START, END = ">>>>> Start Test Output", ">>>>> End Test Output"   # swebench.har
 HEREDOC = "EOF_TASKMINE_TEST_PATCH"
 
 
-def instance_id(dataset: str, code: dict) -> str:
-    return f"{dataset}__{code['repo']}-{code['fix_commit'][:12]}"
+def instance_id(dataset: str, code: dict, task_id: str) -> str:
+    """`<dataset>__<repo>-<task id prefix>`: never the fix's SHA (its prefix would answer the commit_link task of
+    the same ticket, and the fix is a commit the agent's repository must not reach)."""
+    return f"{dataset}__{code['repo']}-{task_id[:12]}"
 
 
-def image_name(dataset: str, code: dict, env_key: str | None) -> str:
+def image_name(instance: str, env_key: str | None) -> str:
     """The instance image's name (built locally by the loader; never pushed anywhere)."""
-    return f"taskmine-swe:{content_hash('swe-image/1', instance_id(dataset, code), env_key)[:16]}"
+    return f"taskmine-swe:{content_hash('swe-image/1', instance, env_key)[:16]}"
 
 
 _REMOTE = re.compile(r"(?:[:/])([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$")
@@ -149,18 +151,20 @@ def hints(view, tickets: list[str]) -> str:
     return "\n\n".join(out)
 
 
-def columns(dataset: str, code: dict | None, world: dict, *, remote: str | None = None, declared: str = "0",
-            setup_commit: str | None = None, hints_text: str = "", prompt: str = "") -> dict[str, Any]:
+def columns(dataset: str, code: dict | None, world: dict, *, task_id: str = "", remote: str | None = None,
+            declared: str = "0", setup_commit: str | None = None, hints_text: str = "", prompt: str = ""
+            ) -> dict[str, Any]:
     """Every SWE-bench column of one task (None for a task without `reference["code"]`)."""
     if not code:
         return {name: None for name in (*AGENT, *GRADER)}
     env = world.get("env") or {}
+    iid = instance_id(dataset, code, task_id)
     return {
-        "instance_id": instance_id(dataset, code), "repo": owner_name(remote, dataset, code["repo"]),
+        "instance_id": iid, "repo": owner_name(remote, dataset, code["repo"]),
         "base_commit": code["base_commit"], "problem_statement": code.get("problem_statement") or prompt,
         "hints_text": hints_text, "created_at": code.get("created_at"), "version": version(declared, env.get("key")),
         "environment_setup_commit": setup_commit or code["base_commit"],
-        "image": image_name(dataset, code, env.get("key")),
+        "image": image_name(iid, env.get("key")),
         "patch": code.get("patch", ""), "test_patch": code.get("test_patch", ""),
         "FAIL_TO_PASS": json.dumps(code.get("FAIL_TO_PASS") or []),
         "PASS_TO_PASS": json.dumps(code.get("PASS_TO_PASS") or []),

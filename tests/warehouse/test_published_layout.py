@@ -196,6 +196,8 @@ def test_the_agent_view_holds_no_reference_string(published):
     assert "Blocker-Zebra" in secrets and published["code"]["patch"] in secrets and len(secrets) > 8
     leaked = [s[:40] for s in secrets if json.dumps(s)[1:-1] in agent or s in agent]
     assert leaked == []
+    # not even the fix's SHA prefix (SWE-bench's instance_id once carried it: it answers a commit_link task)
+    assert published["code"]["fix_commit"][:7] not in agent
     # ... while the grader view has every one of them
     grading = "\n".join(json.dumps(pq.read_table(f).to_pylist(), default=str) for f in pub.glob("grading/*"))
     assert all(json.dumps(s)[1:-1] in grading for s in secrets)
