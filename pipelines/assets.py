@@ -152,7 +152,8 @@ def validations(context: AssetExecutionContext, warehouse: WarehouseResource, ex
 
 
 @asset(partitions_def=datasets, group_name="publish", deps=[validations],
-       description="The versioned dataset labs load: tasks.parquet, worlds, manifest, card (leak-audited). "
+       description="The versioned dataset labs load (a Hugging Face dataset folder): agent view, grader view, "
+                   "trajectories, SWE-bench instances, worlds, manifest, card (leak-audited). "
                    "Refused, leaving LATEST where it was, when no task is valid or too much of the export was "
                    "quarantined.")
 @stage
