@@ -656,7 +656,7 @@ def bench_real_mail(real: str | None = None, workers: tuple[int, ...] = (1, 2)) 
     from warehouse.schemas import Event
     from warehouse.store import Store
 
-    root = real_root(real)
+    root = real_root(real, "bench anonymize --input real-mail")
     archives = {}
     for name in REAL_MAIL:
         if (root / name).is_dir():

@@ -60,11 +60,13 @@ def _h(text: str, n: int) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:n]
 
 
-def real_root(path: str | None = None) -> Path:
+def real_root(path: str | None = None, command: str = "bench privacy") -> Path:
+    """The folder of real exports (--real, else ../shared/data/real beside the repository); a missing one is a
+    one-line error naming the `command` the user ran and the option that fixes it."""
     root = Path(path).resolve() if path else DEFAULT_REAL.resolve()
     if not root.is_dir():
-        raise SystemExit(f"bench privacy: no real exports at {root} (pass --real PATH to the folder of "
-                         "../shared/data/real)")
+        raise SystemExit(f"taskmine {command}: no real exports at {root} (pass --real PATH: the folder of the "
+                         "real exports, shared/data/real beside the repository)")
     return root
 
 

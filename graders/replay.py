@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from environments import actions as A
 from environments.episode import Episode
@@ -75,10 +76,11 @@ def agent_command(task: Task, agent: str) -> tuple[str, str]:
 
 
 def run_once(task: Task, worlds_dir: Path, sandbox, run_kind: str, command: str, attempt: int = 0,
-             timeout_s: float = 120, llm=None) -> Validation:
+             timeout_s: float = 120, llm=None, on_exec: Callable[[Any], None] | None = None) -> Validation:
     """Run `command` in an episode of the task's world and grade the action log. `llm` (the run's llm.LLM,
     optional) grades judge checks and plays a communication task's requester; without one judge checks are
-    not run (counted) and the requester answers "No further information."."""
+    not run (counted) and the requester answers "No further information.". `on_exec` receives the command's
+    result (exit status, stdout, stderr) before grading: `taskmine replay` shows what the agent printed."""
     vid = content_hash("validation", task.task_id, run_kind, attempt, command)[:32]
     base = dict(validation_id=vid, task_id=task.task_id, dataset=task.dataset, run_kind=run_kind, attempt=attempt,
                 sandbox=sandbox.kind)
@@ -90,6 +92,8 @@ def run_once(task: Task, worlds_dir: Path, sandbox, run_kind: str, command: str,
         deadline = timeout_s + 300 + (spec.timeout_s + 300 if spec else 0)
         with Episode(worlds_dir, task.world, sandbox, deadline_s=deadline, image=image, llm=llm) as ep:
             result = ep.exec(command, timeout_s=timeout_s)
+            if on_exec is not None:
+                on_exec(result)
             if spec is not None:
                 extra["verifier"] = verifier.verify(ep.session, spec, worlds_dir)
             actions = ep.actions

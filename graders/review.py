@@ -57,6 +57,21 @@ def _pre(value: Any) -> str:
     return f"<pre>{html.escape(text[:20_000])}</pre>"
 
 
+def _reference(t: Task) -> str:
+    """What the grader accepts: the reference's tool calls, or for a code task (no calls: its change is a patch)
+    the gold patch, the tests the verifier adds and the test sets that must pass."""
+    code = (t.reference or {}).get("code")
+    if not code:
+        return _pre(t.reference.get("actions", t.reference))
+    sets = {"FAIL_TO_PASS (fail before the fix, must pass)": code.get("FAIL_TO_PASS") or [],
+            "PASS_TO_PASS (pass before, must still pass)": code.get("PASS_TO_PASS") or [],
+            "test modules run": code.get("run") or []}
+    return (f"<p>the real fix ({html.escape(str(code.get('fix_commit', ''))[:12])} on "
+            f"{html.escape(str(code.get('base_commit', ''))[:12])}): the gold patch, applied by the oracle</p>"
+            f"{_pre(code.get('patch') or '(empty)')}<p>the fix's tests (written by the verifier after the agent "
+            f"stops; never in the agent's repository)</p>{_pre(code.get('test_patch') or '(empty)')}{_pre(sets)}")
+
+
 def _task_block(t: Task, runs: list[Validation]) -> str:
     oracle = next((r for r in sorted(runs, key=lambda r: r.attempt) if r.run_kind == "oracle"), None)
     probes = [(r.run_kind[6:], r.score) for r in runs if r.run_kind.startswith("probe:")]
@@ -80,7 +95,7 @@ def _task_block(t: Task, runs: list[Validation]) -> str:
 <h2>{html.escape(t.family)} <code>{name[:12]}</code> <small>{html.escape(t.split)}</small></h2>
 <h3>Prompt</h3>{_pre(t.prompt)}
 <h3>World</h3>{_pre(world)}
-<h3>Reference (what the grader accepts)</h3>{_pre(t.reference.get("actions", t.reference))}
+<h3>Reference (what the grader accepts)</h3>{_reference(t)}
 <h3>Rubric, and how the oracle was graded</h3>
 <table><tr><th>check</th><th>kind</th><th>weight</th><th>criterion</th><th>oracle</th><th>why</th></tr>{rows}</table>
 <h3>Probes (must fail)</h3><ul>{probe_rows}</ul>

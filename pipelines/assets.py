@@ -152,7 +152,8 @@ def validations(context: AssetExecutionContext, warehouse: WarehouseResource, ex
 
 
 @asset(partitions_def=datasets, group_name="publish", deps=[validations],
-       description="The versioned dataset labs load: tasks.parquet, worlds, manifest, card (leak-audited). "
+       description="The versioned dataset labs load (a Hugging Face dataset folder): agent view, grader view, "
+                   "trajectories, SWE-bench instances, worlds, manifest, card (leak-audited). "
                    "Refused, leaving LATEST where it was, when no task is valid or too much of the export was "
                    "quarantined.")
 @stage
@@ -171,11 +172,12 @@ def difficulty_metadata(report: dict) -> dict:
     """Per family difficulty and grader error (taskmine.flow.difficulty_report) as a table and the plot."""
     import base64
 
-    from graders.difficulty import markdown
+    from warehouse.card import narrow_tables
 
     if not report.get("difficulty_table"):
         return {}
-    md = {"difficulty": MetadataValue.md(markdown(report["difficulty_table"]))}
+
+    md = {"difficulty": MetadataValue.md("\n\n".join(narrow_tables(report["difficulty_table"])))}
     if report.get("difficulty_plot"):
         b64 = base64.b64encode(report["difficulty_plot"]).decode()
         md["difficulty_plot"] = MetadataValue.md(f"![difficulty](data:image/png;base64,{b64})")
@@ -186,16 +188,27 @@ def difficulty_metadata(report: dict) -> dict:
 FUNNEL_STAGES = ("events", "work_items", "candidates", "tasks", "validated", "published")
 
 
-def funnel_table(counts: dict[str, int]) -> MetadataValue:
-    """The dataset's funnel as a table: each stage's count and the share the previous stage kept."""
+def funnel_rows(counts: dict[str, int]) -> list[dict[str, str | int]]:
+    """The dataset's funnel: each stage's count and the share of the previous stage it kept. Candidates fan out
+    (one work item is a candidate of every family that reads its kind; a fixing commit without a ticket is one
+    too), so their row says how many per work item instead of a share above 100%."""
     rows, previous = [], None
     for name in FUNNEL_STAGES:
         if name not in counts:
             continue
         n = int(counts[name])
-        kept = f"{n / previous:.0%}" if previous else ""
-        rows.append(TableRecord({"stage": name, "count": n, "kept from previous": kept}))
+        if name == "candidates":
+            kept = f"{n / previous:.2f} per work item" if previous else ""
+        else:
+            kept = f"{n / previous:.0%}" if previous else ""
+        rows.append({"stage": name, "count": n, "kept from previous": kept})
         previous = n
+    return rows
+
+
+def funnel_table(counts: dict[str, int]) -> MetadataValue:
+    """The dataset's funnel (funnel_rows) as a Dagster table."""
+    rows = [TableRecord(r) for r in funnel_rows(counts)]
     schema = TableSchema(columns=[TableColumn("stage", "string"), TableColumn("count", "int"),
                                   TableColumn("kept from previous", "string")])
     return MetadataValue.table(records=rows, schema=schema)

@@ -21,6 +21,7 @@ EXAMPLES = """examples:
   taskmine replay --task 3f2a --agent oracle
   taskmine replay --task 3f2a --agent "company answer --sha deadbeef"
   taskmine audit --dataset acme
+  taskmine query "select family, count(*) from tasks group by 1"   # DuckDB on the warehouse
   taskmine extractors list
   taskmine extractors new zendesk_json      # scaffold a connector + fixture + contract test
   taskmine extractors check ~/exports/acme
@@ -100,7 +101,9 @@ def cmd_ui(args) -> int:
     os.environ["TASKMINE_EXPORTS"] = str(_exports(args))
     cmd = ["dagster", "dev", "-m", "pipelines.definitions", "-h", args.host, "-p", str(args.port)]
     print(f"Dagster UI on http://{args.host}:{args.port} (exports: {os.environ['TASKMINE_EXPORTS']})", flush=True)
-    os.execvp(cmd[0], cmd)
+    from pipelines.runner import run_forwarding_signals
+
+    return run_forwarding_signals(cmd)
 
 
 def cmd_sample(args) -> int:
@@ -109,8 +112,38 @@ def cmd_sample(args) -> int:
     if args.scale < 1:
         raise UserError("--scale must be 1 or more (1 is small enough for tests, 50 is a benchmark)")
     t0 = time.perf_counter()
-    summary = write_sample(Path(args.out).resolve(), seed=args.seed, scale=args.scale, dataset=args.dataset)
-    print(f"wrote {summary} in {time.perf_counter() - t0:.1f}s")
+    s = write_sample(Path(args.out).resolve(), seed=args.seed, scale=args.scale, dataset=args.dataset)
+    print(f"wrote the sample company {s.dataset!r} to {s.out / s.dataset} in {time.perf_counter() - t0:.1f}s")
+    rows = [("people", s.people), ("jira issues", f"{s.issues} ({s.issue_files} files, {s.search_pages} search "
+                                                    f"pages; {s.untriaged} untriaged)"),
+            ("git commits", f"{s.commits} ({s.fixing_commits} fixing an issue, {s.merges} merges)"),
+            ("mails", s.mails), ("slack messages", s.slack_messages), ("cross-source links", s.links),
+            ("planted personal data", s.pii_items), ("ground truth", s.truth_path)]
+    for name, value in rows:
+        print(f"  {name:<22} {value}")
+    print(f"next: taskmine run --exports {s.out}")
+    return 0
+
+
+def cmd_query(args) -> int:
+    """`taskmine query SQL`: DuckDB on the warehouse's tables (views over its Parquet files) or on any Parquet
+    file a query names (a published version's `tasks/*/*.parquet`), printed as a table; no DuckDB CLI needed."""
+    _env(args)
+    import duckdb
+
+    from warehouse.store import Store
+
+    store = Store()
+    if not store.home.is_dir():
+        raise UserError(f"{store.home} does not exist: pass the --home (or TASKMINE_HOME) that `taskmine run` used")
+    try:
+        with store.connect() as con:
+            rel = con.sql(args.sql)
+            if rel is None:
+                return 0
+            print(rel.limit(args.limit) if args.limit else rel)
+    except duckdb.Error as exc:
+        raise UserError(f"query failed: {str(exc).splitlines()[0]}") from None
     return 0
 
 
@@ -349,6 +382,15 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--sandbox", choices=["auto", "docker", "local"])
     rp.add_argument("--timeout", type=float, default=120.0)
     rp.set_defaults(fn=cmd_replay)
+
+    q = sub.add_parser("query", help="run SQL (DuckDB) on the warehouse's tables or published Parquet files",
+                       epilog="examples:\n  taskmine query \"select task_id, family from tasks\"\n"
+                              "  taskmine query \"select family, split, count(*) from "
+                              "'.taskmine/published/acme/*/tasks/*/*.parquet' group by all\"",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    q.add_argument("sql")
+    q.add_argument("--limit", type=int, default=0, help="print at most this many rows (0: DuckDB's default)")
+    q.set_defaults(fn=cmd_query)
 
     a = sub.add_parser("audit", help="scan published datasets for known real identities")
     a.add_argument("--dataset", action="append")

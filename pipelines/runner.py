@@ -65,3 +65,91 @@ def _funnel_table(ds: str, counts: dict[str, int]) -> str:
     rows = [f"  {'stage':<{width}}  count", f"  {'-' * width}  -----"]
     rows += [f"  {s:<{width}}  {counts.get(s, 0):>5}" for s in stages]
     return "\n".join(rows)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (from /proc; children first reached breadth-first)."""
+    import os
+
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(0), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def run_forwarding_signals(cmd: list[str], grace_s: float = 20.0) -> int:
+    """Run `cmd` (`dagster dev`) as a child and stop it with everything it started when we are told to stop.
+
+    `dagster dev` shuts down cleanly on SIGINT but not on SIGTERM, and its webserver, daemon and code servers
+    outlive it; a service manager stops us with SIGTERM. So on SIGTERM, SIGINT or SIGHUP: note every process
+    below the child, send the child SIGINT, wait `grace_s`, then SIGTERM (and after 5 s SIGKILL) whatever of
+    them is left. Returns the child's exit status (128 + the signal when we were stopped)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(cmd, start_new_session=True)
+    stop: list[int] = []
+
+    def on_signal(signum, _frame) -> None:
+        stop.append(signum)
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        while proc.poll() is None and not stop:
+            time.sleep(0.2)
+        if not stop:
+            return proc.returncode
+        tree = _descendants(proc.pid)
+        try:
+            proc.send_signal(signal.SIGINT)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and (proc.poll() is None or _alive(tree)):
+            time.sleep(0.2)
+        for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            left = [p for p in [proc.pid, *tree] if (p == proc.pid and proc.poll() is None) or
+                    (p != proc.pid and _alive([p]))]
+            if not left:
+                break
+            for p in left:
+                try:
+                    os.kill(p, sig)
+                except ProcessLookupError:
+                    pass
+            end = time.monotonic() + wait_s
+            while time.monotonic() < end and (proc.poll() is None or _alive(tree)):
+                time.sleep(0.1)
+        proc.wait(timeout=5)
+        return 128 + stop[0]
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _alive(pids: list[int]) -> bool:
+    """Is any of `pids` still a live (not zombie) process?"""
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            return True
+    return False

@@ -46,7 +46,11 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     from privacy.anonymize import Anonymizer
 
-PROSE_COLUMNS = frozenset({"title", "body", "prompt", "actor_name"})
+# Domains only taskmine writes: the scrubber's placeholders and opaque Message-IDs, and the tool server's ids of
+# messages sent in an episode and its default persona (RFC 2606 `.invalid`: never a real mailbox). An oracle
+# trajectory (graders.trajectory) shows the tools' real answers, which carry them.
+OWN_DOMAINS = frozenset({"redacted.example", "message-id.invalid", "episode.invalid", "company.invalid"})
+PROSE_COLUMNS = frozenset({"title", "body", "prompt", "actor_name", "problem_statement", "hints_text", "messages"})
 _PLACEHOLDER = re.compile(r"^\[[A-Za-z_:]+\]$")
 
 
@@ -174,7 +178,7 @@ class Rules:
         if sp.kind == "email":
             address = re.sub(r"\s+at\s+", "@", v, count=1) if "@" not in v else v
             domain = address.rsplit("@", 1)[-1]
-            return (address in self.own or domain in ("redacted.example", "message-id.invalid")
+            return (address in self.own or domain in OWN_DOMAINS
                     or domain in self.own_domains or self.keep_email(address))
         if sp.kind == "url_personal":
             seg = (0, len(sp.value)) if not re.search(r"[/:\\]", sp.value) else pii.person_in_url(sp.value)
@@ -330,7 +334,7 @@ def _texts(path: Path) -> Iterator[tuple[str, str, str]]:
             for i, v in enumerate(table.column(name).to_pylist()):
                 if v is None:
                     continue
-                doc = _json_value(v)
+                doc = v if isinstance(v, (list, dict)) else _json_value(v)   # nested columns (trajectories)
                 if doc is None:
                     yield f"column {name} row {i}", str(v), kind
                 else:  # a JSON column (reference, rubric, world): its strings, so an escape (\n) glues nothing

@@ -41,6 +41,8 @@ Example:
     band_min = 0.02             # with rollouts: publish only tasks whose pass rate is in [band_min, band_max];
     band_max = 0.7              #   the others are retired with the reason (without rollouts: every task is
                                 #   kept, marked "unmeasured", or "easy" when a baseline solves it)
+    license = "Apache-2.0"      # the published dataset's licence (default "other"), in the card's YAML
+    source_licenses = {git = "MIT", email = "Apache-2.0"}   # per source, in the card's provenance table
 
 Invariant: an unknown key or a wrong type is a one-line error naming the file, the key and the fix.
 """
@@ -105,6 +107,8 @@ class DatasetConfig(BaseModel):
     rollouts: int = Field(0, ge=0, le=100)
     band_min: float = Field(0.02, ge=0, le=1)
     band_max: float = Field(0.7, ge=0, le=1)
+    license: str = "other"              # the published dataset's licence (an SPDX id; the card's YAML `license`)
+    source_licenses: dict[str, str] = {}  # per source (jira, git, email, slack, github): its licence, for the card
 
     @field_validator("code_python")
     @classmethod

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -271,8 +272,9 @@ def anonymize_repos(store: Store, dataset: str, dataset_dir: Path, anon: Anonymi
             src_path = git_repository(src_path)  # a bundle file: its unpacked copy
             head = gitrewrite.head(src_path)
             key = content_hash("anon-repo/2", head, fingerprint)  # /2: remote branches
+            remote = public_remote(src_path, anon)
             if index.get(name, {}).get("key") == key and dst.exists():
-                out[name] = index[name]
+                out[name] = {**index[name], "remote": remote}
                 continue
             _remove_rewrites(dst, slug)
             result = gitrewrite.rewrite(src_path, dst, identity=anon.git_identity, message=anon.scrub,
@@ -285,7 +287,7 @@ def anonymize_repos(store: Store, dataset: str, dataset_dir: Path, anon: Anonymi
                 error_class="git_unreadable", message=f"{exc}; its commits are kept as events, tasks that need "
                 "this repository are rejected"[:500]))
             continue
-        out[name] = {"key": key, "path": str(dst), "sha_map": result.sha_map}
+        out[name] = {"key": key, "path": str(dst), "sha_map": result.sha_map, "remote": remote}
     index_file.parent.mkdir(parents=True, exist_ok=True)
     index_file.write_text(json.dumps(out, sort_keys=True))
     stale = [q for q in store.read("quarantine", dataset) if q.error_class == "git_unreadable"]
@@ -293,6 +295,25 @@ def anonymize_repos(store: Store, dataset: str, dataset_dir: Path, anon: Anonymi
         kept = [q for q in store.read("quarantine", dataset) if q.error_class != "git_unreadable"]
         store.replace("quarantine", dataset, kept + broken)
     return out
+
+
+def public_remote(repo: Path, anon: Anonymizer) -> str | None:
+    """The repository's `origin` URL when anonymization leaves it as it is (a project's public address, e.g.
+    https://host/owner/name.git: SWE-bench's `repo` is its owner/name); None when there is none or it names a
+    person (the scrubber changed it)."""
+    r = subprocess.run(["git", "-C", str(repo), "-c", "safe.directory=*", "config", "--get", "remote.origin.url"],
+                       capture_output=True, text=True)
+    url = r.stdout.strip() if r.returncode == 0 else ""
+    if not url or "://" not in url and "@" not in url:
+        return None                      # none, or a local path (a clone of a bundle)
+    return url if anon.scrub(url) == url else None
+
+
+def repo_remotes(store: Store, dataset: str) -> dict[str, str | None]:
+    """World repository slug -> its public remote (public_remote), from the anonymize stage's index."""
+    index_file = repos_index(store, dataset)
+    index = json.loads(index_file.read_text()) if index_file.exists() else {}
+    return {(name.replace("/", "_") or "repo"): info.get("remote") for name, info in index.items()}
 
 
 def _remove_rewrites(dst: Path, slug: str) -> None:
@@ -379,6 +400,9 @@ def _tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
 
 
+NEAR_DUPLICATE = "near-duplicate of another work item"
+
+
 def tasks(store: Store, dataset: str, config: DatasetConfig, sandbox=None, llm=None) -> StageResult:
     """Every enabled family's drafts, sealed into tasks. `sandbox` lets families that run code while they
     build (code_change measures its tests) do so; without it they reject those candidates with the reason.
@@ -410,7 +434,7 @@ def tasks(store: Store, dataset: str, config: DatasetConfig, sandbox=None, llm=N
             c = placed.get(i.item_id)
             if c is not None and i.item_id not in leads and i.kind in used:
                 rejected.append(Rejection(dataset=dataset, stage="candidates", family=i.kind, subject_id=i.thread_key,
-                                          reason="near-duplicate of another work item",
+                                          reason=NEAR_DUPLICATE,
                                           detail=f"group {c.dup_group[:12]} of {c.dup_count}"))
         items = [i for i in items if i.item_id not in placed or i.item_id in leads]
     splits = {k: (c.split, c.canary) for k, c in placed.items()}
@@ -438,7 +462,10 @@ def tasks(store: Store, dataset: str, config: DatasetConfig, sandbox=None, llm=N
                 rejected.append(out.model_copy(update={"family": name}) if not out.family else out)
     store.replace("tasks", dataset, built)
     record_rejections(store, dataset, "candidates", rejected)
-    counts = {"candidates": sum(v for (_, k), v in per_family.items() if k == "candidates"), "tasks": len(built)}
+    # candidates = every (work item, family) considered plus the near-duplicates dropped before: the tasks built
+    # and every rejection of this stage, as `funnel` counts them (one definition for the run log and the UI)
+    near = sum(1 for r in rejected if r.reason == NEAR_DUPLICATE)
+    counts = {"candidates": len(built) + len(rejected), "near_duplicates": near, "tasks": len(built)}
     counts.update({f"{f}_{k}": v for (f, k), v in sorted(per_family.items())})
     counts["world_bytes"] = world_bytes(store, dataset)
     reasons = Counter(r.reason for r in rejected)
@@ -636,6 +663,22 @@ def funnel(store: Store, dataset: str) -> dict[str, int]:
             "validated": sum(1 for t in all_tasks if verdicts.get(t.task_id, (False,))[0])}
 
 
+def provenance(store: Store, dataset: str, config: DatasetConfig) -> list[publishing.Provenance]:
+    """Per source of the dataset's anonymized events: how many, the first and last date, its licence (config)."""
+    import duckdb
+
+    path = store.partition("anonymized_events", dataset)
+    if not path.exists():
+        return []
+    with duckdb.connect() as con:
+        rows = con.execute("select source, count(*), min(ts), max(ts) from read_parquet(?) group by 1 order by 1",
+                           [str(path)]).fetchall()
+    return [publishing.Provenance(src, int(n), first.date().isoformat(), last.date().isoformat(),
+                                  config.source_licenses.get(src, config.license if config.license != "other"
+                                                             else "unknown"))
+            for src, n, first, last in rows]
+
+
 class PublishRefused(RuntimeError):
     """The run must not publish (no validated task, too much quarantined): LATEST stays where it was."""
 
@@ -715,7 +758,8 @@ def publish(store: Store, dataset: str, config: DatasetConfig | None = None
         counts["published"] = len(valid)
         result = publishing.publish(valid, store.worlds(dataset), store.published_root(), dataset, funnel=counts,
                                     validation=summary, rules=audit_rules(store, dataset), difficulty=measured,
-                                    stats=report["difficulty"])
+                                    stats=report["difficulty"], provenance=provenance(store, dataset, config),
+                                    license=config.license, remotes=repo_remotes(store, dataset))
     return result, counts
 
 

@@ -18,7 +18,7 @@ def find_task(store: Store, prefix: str, dataset: str | None = None) -> Task:
     found = [t for ds in names for t in store.iter("tasks", ds) if t.task_id.startswith(prefix)]
     if not found:
         raise NotFound(f"no task id starts with {prefix!r} in {', '.join(names) or 'an empty warehouse'}; "
-                       "list them with: duckdb .taskmine/warehouse.duckdb -c 'select task_id, family from tasks'")
+                       "list them with: taskmine query \"select task_id, family from tasks\"")
     if len(found) > 1:
         raise NotFound(f"{len(found)} tasks start with {prefix!r}; give more characters of the id")
     return found[0]
@@ -40,8 +40,11 @@ def replay_task(prefix: str, agent: str, dataset: str | None = None, sandbox_kin
     from llm import LLM
 
     llm = LLM.from_env()      # TASKMINE_LLM_MODEL: judge checks and the simulated requester; unset: no model
+    seen: list = []
     v = replay.run_once(task, store.worlds(task.dataset), sandbox, kind, command,
-                        timeout_s=timeout_s, llm=llm)
+                        timeout_s=timeout_s, llm=llm, on_exec=seen.append)
+    for r in seen:
+        print(agent_output(r.stdout, r.stderr))
     for c in v.checks:
         score = "n/a " if c["score"] is None else f"{c['score']:.2f}"
         print(f"  {c['id']:<12} {score} x{c['weight']:g}  {c['explanation'][:100]}")
@@ -50,6 +53,24 @@ def replay_task(prefix: str, agent: str, dataset: str | None = None, sandbox_kin
     print(f"score {score}{'  (' + v.error_class + ')' if v.error_class else ''}"
           f"{'  ' + v.message if v.message else ''}")
     return 0 if v.error_class is None else 1
+
+
+OUTPUT_LINES = 40   # of each stream: the end of what the agent printed (its last lines say why it stopped)
+
+
+def agent_output(stdout: str, stderr: str, lines: int = OUTPUT_LINES) -> str:
+    """The agent's stdout and stderr for `taskmine replay`: the last `lines` of each, indented, with how many
+    lines were left out."""
+    out = []
+    for name, text in (("stdout", stdout or ""), ("stderr", stderr or "")):
+        rows = text.rstrip("\n").splitlines()
+        if not rows:
+            out.append(f"  {name}: (empty)")
+            continue
+        cut = len(rows) - lines
+        out.append(f"  {name}:" + (f" (last {lines} of {len(rows)} lines)" if cut > 0 else ""))
+        out += [f"    | {r}" for r in rows[-lines:]]
+    return "\n".join(out)
 
 
 def check_export(path: Path) -> int:

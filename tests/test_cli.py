@@ -127,6 +127,19 @@ def test_run_with_bad_records_quarantines_them_and_loses_nothing(tmp_path, sampl
     assert "agent: exit 1" in junk.stdout and "no SHA answered" in junk.stdout
     failing = taskmine("replay", "--task", task.task_id[:10], "--agent", "exit 3", "--sandbox", "local", home=home)
     assert "agent: exit 3" in failing.stdout and "score 0.000" in failing.stdout
+    # what the agent printed is shown, both streams (their last lines)
+    chatty = taskmine("replay", "--task", task.task_id[:10], "--agent",
+                      "seq 1 100 | sed 's/^/line-/'; echo agent-warns-here >&2; exit 2", "--sandbox", "local",
+                      home=home)
+    assert "stdout: (last 40 of 100 lines)" in chatty.stdout and "| line-100" in chatty.stdout
+    assert "| line-60" not in chatty.stdout and "stderr:" in chatty.stdout and "| agent-warns-here" in chatty.stdout
+    # DuckDB on the warehouse and on the published files, without a DuckDB CLI
+    q = taskmine("query", "select family, count(*) as n from tasks group by 1 order by 1", home=home, check=True)
+    assert "commit_link" in q.stdout and "family" in q.stdout
+    pub = home / "published" / "acme"
+    q = taskmine("query", f"select count(*) as n from '{pub}/*/tasks/*/*.parquet'", home=home, check=True)
+    assert str(len(store.read("tasks", "acme"))) in q.stdout or "n" in q.stdout
+    assert "query failed" in one_line_error(taskmine("query", "select * from no_such_table", home=home))
     audit = taskmine("audit", home=home)
     assert audit.returncode == 0 and "no known identity, personal data or secret" in audit.stdout
 
@@ -201,3 +214,58 @@ def test_caches_follow_the_current_home_but_keep_a_users_choice(tmp_path, monkey
     contain_caches(tmp_path / "second")                                 # a later home in the same process
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "second" / "cache" / "torchinductor")
     assert os.environ["MPLCONFIGDIR"] == str(tmp_path / "mine")
+
+
+def test_sample_prints_a_summary_a_person_reads(tmp_path):
+    r = taskmine("sample", "--out", str(tmp_path / "exports"), home=tmp_path / "home", check=True)
+    assert "SampleSummary(" not in r.stdout and "PosixPath(" not in r.stdout
+    assert "wrote the sample company 'acme'" in r.stdout and "jira issues" in r.stdout
+    assert f"next: taskmine run --exports {tmp_path / 'exports'}" in r.stdout
+
+
+def test_ui_stops_dagster_and_everything_it_started_on_sigterm(tmp_path):
+    """`taskmine ui` runs `dagster dev` through run_forwarding_signals: a stand-in that, like it, stops on SIGINT
+    only and leaves a child that ignores SIGINT behind; SIGTERM to us must leave neither running."""
+    import signal
+    import time
+
+    pids = tmp_path / "pids"
+    stand_in = tmp_path / "dev.py"
+    stand_in.write_text(
+        "import signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+        "signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(600)'])\n"
+        f"open({str(pids)!r}, 'w').write(str(child.pid))\n"
+        "try:\n    time.sleep(600)\nexcept KeyboardInterrupt:\n    sys.exit(0)\n")
+    wrapper = subprocess.Popen([sys.executable, "-c", "import sys; from pipelines.runner import "
+                                "run_forwarding_signals; sys.exit(run_forwarding_signals("
+                                f"[sys.executable, {str(stand_in)!r}], grace_s=1))"])
+    for _ in range(300):
+        if pids.exists() and pids.read_text():
+            break
+        time.sleep(0.1)
+    child = int(pids.read_text())
+    wrapper.send_signal(signal.SIGTERM)
+    assert wrapper.wait(timeout=60) == 128 + signal.SIGTERM
+    state = ""
+    try:
+        state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        pass
+    assert state in ("", "Z"), f"the child {child} outlived `taskmine ui` ({state})"
+
+
+def test_ui_runs_dagster_dev_through_the_signal_forwarder(tmp_path, monkeypatch):
+    import pipelines.cli as cli
+    import pipelines.runner as runner
+
+    for var in ("TASKMINE_HOME", "DAGSTER_HOME", "TASKMINE_EXPORTS", "HF_HUB_OFFLINE", "LITELLM_LOCAL_MODEL_COST_MAP",
+                "DAGSTER_DISABLE_TELEMETRY", *CACHE_VARS):
+        monkeypatch.setenv(var, os.environ.get(var, ""))
+    seen = []
+    monkeypatch.setattr(runner, "run_forwarding_signals", lambda cmd, **kw: seen.append(cmd) or 0)
+    monkeypatch.setattr(os, "execvp", lambda *a: pytest.fail("`taskmine ui` must not exec dagster (SIGTERM)"))
+    (tmp_path / "exports").mkdir()
+    assert cli.main(["--home", str(tmp_path / "home"), "ui", "--exports", str(tmp_path / "exports")]) == 0
+    assert seen and seen[0][:2] == ["dagster", "dev"]

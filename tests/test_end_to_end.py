@@ -55,7 +55,9 @@ def pipeline(tmp_path_factory, docker_sandbox, request):
     first = _run(exports)
     latest = (store.published_root() / "acme" / "LATEST").read_text().strip()
     pub = store.published_root() / "acme" / latest
-    snapshot = {p: (pub / p).read_bytes() for p in ("tasks.parquet", "manifest.json")}
+    snapshot = {str(p.relative_to(pub)): p.read_bytes() for p in (*sorted(pub.glob("*/*/*.parquet")),
+                                                                  *sorted(pub.glob("*/*.parquet")),
+                                                                  pub / "manifest.json", pub / "README.md")}
     counts = {t: store.count(t, "acme") for t in ("events", "anonymized_events", "work_items", "tasks",
                                                  "validations", "quarantine")}
     second = _run(exports)
@@ -171,6 +173,7 @@ def test_nothing_known_survives_in_published_files(pipeline):
 def test_second_run_adds_nothing_and_is_byte_identical(pipeline):
     store, pub = pipeline["store"], pipeline["pub"]
     assert {p: (pub / p).read_bytes() for p in pipeline["snapshot"]} == pipeline["snapshot"]
+    assert len(pipeline["snapshot"]) > 6
     assert {t: store.count(t, "acme") for t in pipeline["counts"]} == pipeline["counts"]
     mats = [e for e in pipeline["second"].all_events if e.event_type_value == "ASSET_MATERIALIZATION"]
     meta = {e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata for e in mats}
@@ -180,13 +183,15 @@ def test_second_run_adds_nothing_and_is_byte_identical(pipeline):
 
 def test_lab_reads_it_with_plain_duckdb(pipeline):
     pub = pipeline["pub"]
-    rows = duckdb.sql(f"select family, count(*) from '{pub / 'tasks.parquet'}' group by 1 order by 1").fetchall()
+    rows = duckdb.sql(f"select family, count(*) from '{pub}/tasks/*/*.parquet' group by 1 order by 1").fetchall()
     assert [r[0] for r in rows] == ["chat_answer", "code_change", "commit_link", "email_reply", "resolution_note",
                                     "ticket_triage"]
-    swe = duckdb.sql(f"select instance_id, repo, base_commit, patch, test_patch, problem_statement, FAIL_TO_PASS, "
-                     f"PASS_TO_PASS, created_at, version from '{pub / 'tasks.parquet'}' where family = 'code_change'"
-                     ).fetchall()
+    swe = duckdb.sql(f"select t.instance_id, t.repo, t.base_commit, g.patch, g.test_patch, t.problem_statement, "
+                     f"g.FAIL_TO_PASS, g.PASS_TO_PASS, t.created_at, t.version, t.environment_setup_commit, t.image "
+                     f"from '{pub}/tasks/*/*.parquet' t join '{pub}/grading/*.parquet' g using (task_id) "
+                     f"where t.family = 'code_change'").fetchall()
     assert swe and all(all(v for v in row[:7]) and json.loads(row[6]) for row in swe)
+    assert all(r[1] == "acme/repo" and "+env." in r[9] for r in swe)       # owner/name: no public remote here
     manifest = json.loads((pub / "manifest.json").read_text())
     assert all(len(h) == 64 for h in manifest["files"].values())
     bundles = list(pub.glob("world/git/*.bundle"))
@@ -194,6 +199,112 @@ def test_lab_reads_it_with_plain_duckdb(pipeline):
     assert subprocess.run(["git", "bundle", "verify", str(bundles[0])], capture_output=True).returncode == 0
     docs = duckdb.sql(f"select cls, count(*) from read_json_auto('{pub / 'world' / 'documents.jsonl'}') group by 1")
     assert {r[0] for r in docs.fetchall()} >= {"issue", "mail", "chat"}
+
+
+def test_a_lab_loads_each_config_with_datasets_and_the_agent_view_holds_no_answer(pipeline, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    pub = pipeline["pub"]
+    ds = load_dataset(pub)
+    configs = [c["config_name"] for c in __import__("yaml").safe_load(
+        (pub / "README.md").read_text().split("---")[1])["configs"]]
+    assert {"all", "grading", "trajectories", "swebench"} <= set(configs)
+    for name in configs:
+        d = datasets.load_dataset(str(pub), name, cache_dir=str(tmp_path / "hf"))
+        want = {r["split"] for r in ds.tasks()
+                if name in ("grading", "trajectories") or (name == "all" and not r["easy"])
+                or (name == "easy" and r["easy"]) or (name == r["family"] and not r["easy"])
+                or (name == "swebench" and r["family"] == "code_change")}
+        assert set(d) == want, name
+    # every string of every reference (calls, probes, alternatives, facts, the code's patch and tests, the
+    # requester's script) and every hidden event id is absent from the task's agent row, but what its prompt says
+    assert not agent_leaks(pub)
+
+
+def agent_leaks(pub) -> list[tuple[str, str]]:
+    """(family, string) of the reference strings (longer than 12 characters, not in the task's prompt) found in
+    the task's own agent-view row."""
+    ds = load_dataset(pub)
+    rows = {r["task_id"]: r for f in sorted(pub.glob("tasks/*/*.parquet")) for r in pq_rows(f)}
+    leaked = []
+    for tid, row in rows.items():
+        g = ds.grading(tid)
+        text = json.dumps({k: v for k, v in row.items() if k != "prompt"}, default=str)
+        for s in set(strings(g["reference"])) | set(strings(g.get("requester") or {})) | set(g["hidden"]):
+            if len(s) > 12 and s not in row["prompt"] and (s in text or json.dumps(s)[1:-1] in text):
+                leaked.append((row["family"], s[:60]))
+    return leaked
+
+
+def pq_rows(path):
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pylist()
+
+
+# reference fields that are no answer: what the agent is given (the statement, its repository at the base commit,
+# the tickets, the test modules it is told about), labels (tool and probe names, how an alternative was made) and
+# probes (wrong outcomes: the newest commit at the cutoff is a branch tip of the agent's own repository)
+GIVEN = {"tool", "name", "how", "kind", "check", "id", "probes", "base_commit", "created_at", "problem_statement",
+         "repo", "restore", "run", "tickets", "ecosystem", "statement_source", "statement_note", "timeout_s",
+         "instruction", "grading"}
+
+
+def strings(v):
+    if isinstance(v, str):
+        yield v
+    elif isinstance(v, list):
+        for x in v:
+            yield from strings(x)
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            if k not in GIVEN:
+                yield from strings(x)
+
+
+def test_trajectories_load_and_replay_to_a_full_score(pipeline, tmp_path):
+    datasets = pytest.importorskip("datasets")
+    from environments import actions as A
+
+    ds = load_dataset(pipeline["pub"])
+    d = datasets.load_dataset(str(pipeline["pub"]), "trajectories", cache_dir=str(tmp_path / "hf"))
+    rows = [r for s in d for r in d[s]]
+    assert {r["task_id"] for r in rows} == {t["task_id"] for t in ds.tasks()}
+    for r in rows:
+        msgs = r["messages"]
+        assert msgs[0]["role"] == "system" and msgs[1]["role"] == "user" and msgs[-1]["role"] == "assistant"
+        calls = [c for m in msgs if m["role"] == "assistant" and m["tool_calls"] for c in m["tool_calls"]]
+        results = [m for m in msgs if m["role"] == "tool"]
+        assert calls and [m["tool_call_id"] for m in results] == [c["id"] for c in calls]
+        assert all(m["content"] for m in results)
+        if r["family"] == "code_change":
+            assert "[exit 0]" in results[0]["content"] and "changed" in results[-1]["content"]
+            continue
+        # replaying the trajectory's calls through the published tools scores what the oracle scored
+        tool_calls = [A.CALL.validate_python({"tool": c["function"]["name"], **json.loads(c["function"]["arguments"])})
+                      for c in calls]
+        assert ds.grade(r["task_id"], [{"tool": c.name(), **c.arguments()} for c in tool_calls],
+                        cache=tmp_path / "lab-cache").score == 1.0
+
+
+def test_swebench_loaders_accept_the_code_tasks(pipeline):
+    pytest.importorskip("swebench")
+    from swebench.harness.utils import load_swebench_dataset, make_test_spec
+
+    pub = pipeline["pub"]
+    split = {r["split"] for r in load_dataset(pub).swebench()}
+    for s in split:
+        for inst in load_swebench_dataset(str(pub / "swebench"), s):
+            spec = make_test_spec(inst)
+            assert spec.FAIL_TO_PASS and spec.repo == "acme/repo" and spec.log_parser == "parse_log_pytest"
+            assert "-rA" in spec.eval_script and inst["environment_setup_commit"]
+
+
+def test_the_ui_funnel_counts_candidates_as_the_run_log_does(pipeline):
+    from taskmine import flow
+
+    mats = [e for e in pipeline["first"].all_events if e.event_type_value == "ASSET_MATERIALIZATION"]
+    meta = {e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata for e in mats}
+    assert meta["tasks"]["candidates"].value == flow.funnel(pipeline["store"], "acme")["candidates"]
 
 
 def test_a_lab_runs_a_task_with_the_published_tools(pipeline):
@@ -206,12 +317,14 @@ def test_a_lab_runs_a_task_with_the_published_tools(pipeline):
     for row in ds.tasks():
         if row["family"] == "code_change":   # graded by its tests in the verifier phase (tests/task_builders)
             continue
+        g = ds.grading(row["task_id"])
         tools = ds.tools(row["task_id"], cache=pipeline["store"].home.parent / "lab-cache")
-        for call in row["reference"]["actions"]:
+        for call in g["reference"]["actions"]:
             call = A.CALL.validate_python(call)
             assert not tools.call(call.name(), call.arguments()).error
-        assert grade(row["rubric"], tools.actions).score == 1.0
-        assert grade(row["rubric"], []).score == 0.0
+        assert grade(g["rubric"], tools.actions).score == 1.0
+        assert ds.grade(row["task_id"], tools.actions, cache=pipeline["store"].home.parent / "lab-cache").score == 1.0
+        assert grade(g["rubric"], []).score == 0.0
 
 
 def test_a_lab_serves_a_published_task_over_mcp(pipeline, tmp_path):
@@ -225,7 +338,7 @@ def test_a_lab_serves_a_published_task_over_mcp(pipeline, tmp_path):
     from mcp.client.stdio import stdio_client
 
     task = next(t for t in load_dataset(pipeline["pub"]).tasks() if t["family"] == "ticket_triage")
-    key = task["reference"]["actions"][0]["key"]
+    key = load_dataset(pipeline["pub"]).grading(task["task_id"])["reference"]["actions"][0]["key"]
     log = tmp_path / "actions.jsonl"
 
     async def main():

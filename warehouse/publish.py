@@ -1,11 +1,19 @@
-"""Publish validated tasks as a versioned dataset a lab can load with DuckDB, pyarrow or `load_dataset`.
+"""Publish validated tasks as a versioned dataset a lab can load with `datasets`, DuckDB, pyarrow or `load_dataset`.
 
     published/<dataset>/<version>/
-        tasks.parquet           one row per task (prompt, world: cutoff and what it hides, reference, rubric, ...)
-        world/documents.jsonl   the company's world: every issue, comment, change, mail and chat message
-        world/git/<repo>.bundle the world's git histories (issue keys stripped from messages)
-        manifest.json           sha256 of every file, counts per stage, the pipeline version
-        README.md               the dataset card
+        README.md                         the dataset card, with Hugging Face YAML: configs, splits, licence
+        tasks/<family>/<split>.parquet    the agent view: prompt, tools, cutoff, world pointer, instance metadata
+        tasks/easy/<split>.parquet        ... of the tasks a no-model baseline solves (config `easy`, not default)
+        grading/<split>.parquet           the grader view: reference, rubric, probes, hidden events, requester
+                                          script, SWE-bench's patch, test patch, test sets and eval script
+        trajectories/<split>.parquet      each task's oracle trajectory as OpenAI tool-calling chat messages
+        swebench/<split>.parquet          code tasks as SWE-bench instances (answers included: grader side)
+        world/documents.jsonl             the company's world: every issue, comment, change, mail and chat message
+        world/git/<repo>.bundle           the world's git histories (issue keys stripped from messages)
+        manifest.json                     sha256 of every file, counts per stage, provenance, the pipeline version
+
+Splits are `train` and `test`; a split file exists only when a task falls in it (the `datasets` package refuses an
+empty split), and the card's configs name only the files that exist.
 
 A task is a cutoff into the one world of its dataset (storage grows with the history, not with the number of
 tasks); `warehouse.loader` serves a task's world through the same tools the sandbox uses, which enforce the
@@ -15,6 +23,8 @@ Invariants:
 - Byte-identical output for identical input: rows sorted by task_id, no timestamps of the run, the
   version derived from the content (`<pipeline version>-<content hash>`).
 - Nothing is published unless the leak audit of the staged folder finds no known identity.
+- The agent view holds no answer: nothing of a task's reference, rubric, probes, hidden tests or events, or its
+  requester's script is in `tasks/` (tests/warehouse/test_published_layout.py checks every reference string).
 - Staged in a temp folder and renamed into place: a crash never leaves a half-written version.
 """
 
@@ -32,37 +42,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from privacy import audit
+from warehouse import card, swe
 from warehouse.ids import canonical_json, content_hash, sha256_file
 from warehouse.schemas import Task
 
-PIPELINE_VERSION = "0.1.0"
+PIPELINE_VERSION = "0.2.0"   # 0.2: agent and grader views apart, HF configs, trajectories
 
 
 class LeakError(RuntimeError):
     def __init__(self, report: audit.Report):
         self.report, self.hits = report, report.hits
         super().__init__(f"leak audit of the files to publish: {report.summary()}")
-
-
-# The columns SWE-bench tooling reads, filled for code-change tasks (null for the other families):
-# FAIL_TO_PASS and PASS_TO_PASS are JSON lists of test ids, as in SWE-bench's own files.
-SWE_COLUMNS = [(name, pa.string()) for name in ("instance_id", "repo", "base_commit", "patch", "test_patch",
-                                                  "problem_statement", "FAIL_TO_PASS", "PASS_TO_PASS", "created_at",
-                                                  "version")]
-
-
-def swe_columns(t: Task) -> dict[str, str | None]:
-    """SWE-bench's columns of a code-change task (reference["code"]); every value None for other tasks."""
-    code = (t.reference or {}).get("code")
-    if not code:
-        return {name: None for name, _ in SWE_COLUMNS}
-    return {"instance_id": f"{t.dataset}__{code['repo']}-{code['fix_commit'][:12]}", "repo": code["repo"],
-            "base_commit": code["base_commit"], "patch": code.get("patch", ""),
-            "test_patch": code.get("test_patch", ""),
-            "problem_statement": code.get("problem_statement") or t.prompt,
-            "FAIL_TO_PASS": json.dumps(code.get("FAIL_TO_PASS") or []),
-            "PASS_TO_PASS": json.dumps(code.get("PASS_TO_PASS") or []), "created_at": code.get("created_at"),
-            "version": ((t.world or {}).get("env") or {}).get("key")}
 
 
 # What is measured of each task (graders.difficulty): probe scores (JSON {probe: score}) and how many passed, the
@@ -74,15 +64,41 @@ DIFFICULTY_COLUMNS = [("probe_scores", pa.string()), ("probes_passed", pa.int64(
 UNMEASURED = {"probe_scores": "{}", "probes_passed": 0, "flaky": False, "baseline_scores": "{}",
               "baseline_solved": False, "rollouts": 0, "pass_at_1": None, "pass_at_k": None, "difficulty": "unmeasured"}
 
+# The agent view (`tasks/`): what a policy may see. Nothing here is an answer: no reference, rubric, probe, hidden
+# test, test set, patch, hidden event id or requester script (tests/warehouse/test_published_layout.py greps it).
 TASK_COLUMNS = pa.schema([
     ("task_id", pa.string()), ("dataset", pa.string()), ("family", pa.string()), ("split", pa.string()),
-    ("prompt", pa.string()), ("cutoff", pa.timestamp("us", tz="UTC")), ("world_dir", pa.string()),
-    ("world_hash", pa.string()), ("world_manifest", pa.string()), ("reference", pa.string()),
-    ("rubric", pa.string()), ("lineage", pa.list_(pa.string())), ("canary", pa.string()),
-    ("validation", pa.string()),
-    *SWE_COLUMNS,
+    ("easy", pa.bool_()), ("prompt", pa.string()), ("cutoff", pa.timestamp("us", tz="UTC")),
+    ("tools", pa.list_(pa.string())), ("world_dir", pa.string()), ("world_hash", pa.string()),
+    ("world_manifest", pa.string()), ("canary", pa.string()),
+    *[(name, pa.string()) for name in swe.AGENT],
     *DIFFICULTY_COLUMNS,
 ])
+# The grader view (`grading/`): everything a grader, an environment server or a reviewer needs and an agent must
+# never see. `hidden`: the world events the task's tools withhold; `requester`: the simulated requester's script.
+GRADING_COLUMNS = pa.schema([
+    ("task_id", pa.string()), ("dataset", pa.string()), ("family", pa.string()), ("split", pa.string()),
+    ("reference", pa.string()), ("rubric", pa.string()), ("validation", pa.string()),
+    ("hidden", pa.list_(pa.string())), ("requester", pa.string()), ("lineage", pa.list_(pa.string())),
+    ("canary", pa.string()),
+    *[(name, pa.string()) for name in ("instance_id", *swe.GRADER)],
+])
+_CALL = pa.struct([("id", pa.string()), ("type", pa.string()),
+                   ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())]))])
+MESSAGE = pa.struct([("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.list_(_CALL)),
+                     ("tool_call_id", pa.string()), ("name", pa.string())])
+# Oracle trajectories (`trajectories/`), OpenAI tool-calling chat messages; `tools` is the JSON list of function
+# definitions (a string: the tools' parameter schemas differ, one Arrow struct cannot hold them all).
+TRAJECTORY_COLUMNS = pa.schema([
+    ("task_id", pa.string()), ("dataset", pa.string()), ("family", pa.string()), ("split", pa.string()),
+    ("messages", pa.list_(MESSAGE)), ("tools", pa.string()), ("steps", pa.int64()), ("source", pa.string()),
+    ("canary", pa.string()),
+])
+# SWE-bench instances of the code tasks (`swebench/`): the harness's own columns, answers included (grader side).
+SWEBENCH_COLUMNS = pa.schema([("task_id", pa.string()), ("split", pa.string()),
+                              *[(name, pa.string()) for name in ("instance_id", *swe.AGENT[1:], *swe.GRADER)]])
+SPLITS = ("train", "test")
+REQUESTER_PUBLIC = ("name", "address", "handle", "medium", "target", "thread")   # the rest is the grader's script
 
 
 @dataclass(frozen=True)
@@ -93,19 +109,60 @@ class Published:
     created: bool  # False when the same version already existed
 
 
+@dataclass(frozen=True)
+class Provenance:
+    """One source of the dataset, for the card: the connector's source name, events, first and last date, licence."""
+
+    source: str
+    events: int
+    first: str
+    last: str
+    license: str = "unknown"
+
+
+def is_easy(measured: dict) -> bool:
+    """A task the no-model baselines solve (graders.difficulty): left out of the default configs."""
+    return bool(measured.get("baseline_solved")) or measured.get("difficulty") == "easy"
+
+
+def agent_world(world: dict) -> dict:
+    """The task's world manifest as an agent may see it: cutoff, persona, tools, repository refs, environment, who
+    the requester is; never the hidden events or the requester's script (the real reply, later messages)."""
+    out = {k: v for k, v in world.items() if k not in ("view", "hidden", "requester")}
+    if world.get("requester"):
+        out["requester"] = {k: world["requester"].get(k) for k in REQUESTER_PUBLIC if k in world["requester"]}
+    return out
+
+
+def task_tools(world: dict) -> list[str]:
+    """The tools an episode of the task offers (environments.tools.ToolServer.available in a sandbox session)."""
+    from environments import actions as A
+
+    if world.get("tools") is not None:
+        return sorted(world["tools"])
+    names = {n for n, t in A.TOOLS.items() if t.kind != "shell"} | {"shell"}
+    if (world.get("git") or {}).get("repos"):
+        names.add("git")
+    return sorted(names)
+
+
 def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: str, *, funnel: dict[str, int],
             validation: dict[str, dict], rules: audit.Rules, difficulty: dict[str, dict] | None = None,
-            stats: dict[str, dict] | None = None) -> Published:
+            stats: dict[str, dict] | None = None, provenance: list[Provenance] | None = None,
+            license: str = "other", remotes: dict[str, str | None] | None = None) -> Published:
     """Stage, leak-audit (`privacy.audit.audit` with the dataset's `rules`), then rename into place.
     `difficulty`: task id -> its DIFFICULTY_COLUMNS (graders.difficulty.Difficulty.columns); `stats`: per family
-    difficulty and grader error (graders.difficulty.stats), into the manifest and the card."""
+    difficulty and grader error (graders.difficulty.stats), into the manifest and the card; `provenance`: the
+    dataset's sources for the card; `license`: the dataset's licence (an SPDX id, or "other"); `remotes`: world
+    repository slug -> its public remote (SWE-bench's owner/name)."""
     tasks = sorted(tasks, key=lambda t: t.task_id)
-    difficulty, stats = difficulty or {}, stats or {}
+    difficulty, stats, remotes = difficulty or {}, stats or {}, remotes or {}
     world_key = json.loads((world_root / "world.json").read_text()).get("key") if (world_root / "world.json").exists() \
         else None
     # what was measured is content too: new baselines or rollouts of the same tasks are a new version
     digest = content_hash("publish", PIPELINE_VERSION, world_key, [(t.task_id, t.world_hash) for t in tasks],
-                          [difficulty.get(t.task_id) for t in tasks], stats)[:12]
+                          [difficulty.get(t.task_id) for t in tasks], stats,
+                          [p.__dict__ for p in provenance or []], license, sorted(remotes.items()))[:12]
     version = f"{PIPELINE_VERSION}-{digest}"
     final = out_root / dataset / version
     if final.exists() and (final / "manifest.json").exists():
@@ -116,34 +173,124 @@ def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: st
         shutil.rmtree(stage)
     used = {r for t in tasks for r in ((t.world.get("git") or {}).get("repos") or [])}
     _copy_world(world_root, stage / "world", used)
-    rows = []
+    measured = {t.task_id: difficulty.get(t.task_id) or UNMEASURED for t in tasks}
+    swe_rows = _swe(tasks, world_root, dataset, remotes)
+    agent, grading, trajectories, instances = [], [], [], []
     for t in tasks:
-        rows.append({
-            "task_id": t.task_id, "dataset": t.dataset, "family": t.family, "split": t.split, "prompt": t.prompt,
-            "cutoff": t.cutoff, "world_dir": "world", "world_hash": t.world_hash,
-            "world_manifest": canonical_json({k: v for k, v in t.world.items() if k != "view"}),
+        code_cols = swe_rows.get(t.task_id) or swe.columns(dataset, None, t.world)
+        agent.append({
+            "task_id": t.task_id, "dataset": t.dataset, "family": t.family, "split": t.split,
+            "easy": is_easy(measured[t.task_id]), "prompt": t.prompt, "cutoff": t.cutoff,
+            "tools": task_tools(t.world), "world_dir": "world", "world_hash": t.world_hash,
+            "world_manifest": canonical_json(agent_world(t.world)), "canary": t.canary,
+            **{k: code_cols[k] for k in swe.AGENT}, **measured[t.task_id]})
+        requester = t.world.get("requester") or {}
+        grading.append({
+            "task_id": t.task_id, "dataset": t.dataset, "family": t.family, "split": t.split,
             "reference": canonical_json(t.reference), "rubric": canonical_json(t.rubric),
-            "lineage": t.lineage, "canary": t.canary, "validation": canonical_json(validation.get(t.task_id, {})),
-            **swe_columns(t), **(difficulty.get(t.task_id) or UNMEASURED),
-        })
-    pq.write_table(pa.Table.from_pylist(rows, schema=TASK_COLUMNS), stage / "tasks.parquet", compression="zstd")
-    (stage / "README.md").write_text(_card(dataset, version, tasks, funnel, stats), encoding="utf-8")
+            "validation": canonical_json(validation.get(t.task_id, {})), "hidden": list(t.world.get("hidden") or []),
+            "requester": canonical_json({k: v for k, v in requester.items() if k not in REQUESTER_PUBLIC})
+            if requester else None, "lineage": t.lineage, "canary": t.canary,
+            **{k: code_cols[k] for k in ("instance_id", *swe.GRADER)}})
+        if t.task_id in swe_rows:
+            instances.append({"task_id": t.task_id, "split": t.split,
+                              **{k: code_cols[k] for k in SWEBENCH_COLUMNS.names if k not in ("task_id", "split")}})
+        trajectories.append(_trajectory(t, world_root))
+    files: list[tuple[str, pa.Schema, list[dict]]] = []
+    families = sorted({t.family for t in tasks})
+    for split in SPLITS:
+        for fam in families:
+            files.append((f"tasks/{fam}/{split}.parquet", TASK_COLUMNS,
+                          [r for r in agent if r["family"] == fam and r["split"] == split and not r["easy"]]))
+        files.append((f"tasks/easy/{split}.parquet", TASK_COLUMNS,
+                      [r for r in agent if r["split"] == split and r["easy"]]))
+        files.append((f"grading/{split}.parquet", GRADING_COLUMNS, [r for r in grading if r["split"] == split]))
+        files.append((f"trajectories/{split}.parquet", TRAJECTORY_COLUMNS,
+                      [r for r in trajectories if r["split"] == split]))
+        if instances:
+            files.append((f"swebench/{split}.parquet", SWEBENCH_COLUMNS, [r for r in instances if r["split"] == split]))
+    for rel, schema, rows in files:
+        if rows:          # a split file exists only when a task falls in it (card.configs)
+            write_parquet(stage / rel, schema, rows)
+    counts = {fam: {split: sum(1 for r in agent if r["family"] == fam and r["split"] == split) for split in SPLITS}
+              for fam in families}
+    easy = {split: sum(1 for r in agent if r["split"] == split and r["easy"]) for split in SPLITS}
+    (stage / "README.md").write_text(card.render(
+        dataset=dataset, version=version, files={rel for rel, _, rows in files if rows}, families=families,
+        counts=counts, easy=easy, funnel=funnel,
+        stats=stats, provenance=provenance or [], license=license, canary=next((t.canary for t in tasks if t.canary),
+                                                                                ""),
+        swebench=bool(instances)), encoding="utf-8")
     report = audit.audit(stage, rules)
     if not report.ok:
         shutil.rmtree(stage)
         raise LeakError(report)
-    files = {str(p.relative_to(stage)): sha256_file(p) for p in sorted(stage.rglob("*")) if p.is_file()}
+    files_sha = {str(p.relative_to(stage)): sha256_file(p) for p in sorted(stage.rglob("*")) if p.is_file()}
     manifest = {"dataset": dataset, "version": version, "pipeline_version": PIPELINE_VERSION,
-                "counts": funnel, "tasks": len(tasks),
+                "counts": funnel, "tasks": len(tasks), "license": license,
                 "families": _count(t.family for t in tasks), "splits": _count(t.split for t in tasks),
-                "difficulty": _count(str((difficulty.get(t.task_id) or UNMEASURED)["difficulty"]) for t in tasks),
-                "grader": stats, "files": files}
+                "easy": sum(easy.values()),
+                "difficulty": _count(str(measured[t.task_id]["difficulty"]) for t in tasks),
+                "grader": stats, "provenance": [p.__dict__ for p in provenance or []],
+                "layout": {"tasks": "tasks/<family>/<split>.parquet (easy tasks: tasks/easy/<split>.parquet)",
+                           "grading": "grading/<split>.parquet", "trajectories": "trajectories/<split>.parquet",
+                           **({"swebench": "swebench/<split>.parquet"} if instances else {})},
+                "files": files_sha}
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     if final.exists():
         shutil.rmtree(final)
     os.replace(stage, final)
     (out_root / dataset / "LATEST").write_text(version + "\n")
     return Published(final, version, len(tasks), True)
+
+
+def write_parquet(path: Path, schema: pa.Schema, rows: list[dict]) -> None:
+    """One Parquet file; an empty one has the schema and no row group (a 0-row group is a read error in
+    `datasets`: its batch size is the first group's row count)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if rows:
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), path, compression="zstd")
+    else:
+        pq.ParquetWriter(path, schema, compression="zstd").close()
+
+
+def _swe(tasks: list[Task], world_root: Path, dataset: str, remotes: dict[str, str | None]) -> dict[str, dict]:
+    """task id -> SWE-bench columns (warehouse.swe) of every code task; `environment_setup_commit` is the earliest
+    base commit of its version."""
+    from environments.world import World
+
+    code = [t for t in tasks if (t.reference or {}).get("code")]
+    if not code:
+        return {}
+    wf = world_root / "world.sqlite"
+    world = World(wf) if wf.exists() else None
+    rows = {}
+    for t in code:
+        c = t.reference["code"]
+        repo = world_root / "git" / f"{c['repo']}.git"
+        declared = swe.declared_version(repo, c["base_commit"]) if repo.exists() else "0"
+        view = world.at(t.cutoff, t.world.get("hidden") or ()) if world else None
+        rows[t.task_id] = swe.columns(dataset, c, t.world, task_id=t.task_id, remote=remotes.get(c["repo"]),
+                                      declared=declared,
+                                      hints_text=swe.hints(view, c.get("tickets") or []), prompt=t.prompt)
+    first: dict[str, tuple[str, str]] = {}
+    for _tid, r in sorted(rows.items(), key=lambda kv: (kv[1]["created_at"] or "", kv[0])):
+        first.setdefault(r["version"], (r["created_at"] or "", r["base_commit"]))
+    for r in rows.values():
+        r["environment_setup_commit"] = first[r["version"]][1]
+    return rows
+
+
+def _trajectory(t: Task, world_root: Path) -> dict:
+    from graders import trajectory
+
+    wf = world_root / "world.sqlite"
+    traj = trajectory.oracle(t, wf if wf.exists() else None, world_root / "git")
+    return {"task_id": t.task_id, "dataset": t.dataset, "family": t.family, "split": t.split,
+            "messages": [{"role": m["role"], "content": m.get("content"), "tool_calls": m.get("tool_calls"),
+                          "tool_call_id": m.get("tool_call_id"), "name": m.get("name")} for m in traj["messages"]],
+            "tools": json.dumps(traj["tools"], sort_keys=True), "steps": traj["steps"], "source": traj["source"],
+            "canary": t.canary}
 
 
 def _count(values: Iterable[str]) -> dict[str, int]:
@@ -171,41 +318,3 @@ def bundle(repo: Path, out: Path) -> None:
                         str(out.resolve()), "--branches"], capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"git bundle failed for {repo}: {r.stderr.strip()[:300]}")
-
-
-def _card(dataset: str, version: str, tasks: list[Task], funnel: dict[str, int], stats: dict | None = None) -> str:
-    from graders import difficulty
-
-    fam = _count(t.family for t in tasks)
-    lines = [
-        f"# {dataset} {version}", "",
-        "Tasks mined by taskmine from a company's historical record, each validated in a sandbox: replaying",
-        "the real outcome scores >= 0.99 and doing nothing scores <= 0.05, on every repeat.", "",
-        "## Load", "", "```python", "from warehouse.loader import load_dataset",
-        f"ds = load_dataset('published/{dataset}/{version}')", "```", "",
-        "or `duckdb -c \"select family, count(*) from 'tasks.parquet' group by 1\"`.", "",
-        "## Contents", "", "| family | tasks |", "|---|---|", *[f"| {k} | {v} |" for k, v in fam.items()], "",
-        "## Funnel", "", "| stage | count |", "|---|---|", *[f"| {k} | {v} |" for k, v in funnel.items()], "",
-        "## Privacy", "", "People are replaced by consistent pseudonyms; e-mail addresses and phone numbers are",
-        "scrubbed; a leak audit found no known identity in any file of this version.", "",
-        "## Worlds", "", "Every task is a moment of one company: `world/documents.jsonl` (issues, mail, chat) and",
-        "`world/git/<repo>.bundle` hold its whole history, and a task's `world_manifest` says its cutoff, what it",
-        "hides and its repositories' refs. Serve a task's world through the company tools, which enforce the",
-        "cutoff (`ds.tools(task_id)`, `ds.repositories(task_id, dest)` in `warehouse.loader`, or",
-        "`taskmine serve --published DIR --task ID` for an MCP client); never hand the world files to an agent.",
-        "Test-split rows carry a canary string: do not train on them.", "",
-        "## Difficulty and grader error", "",
-        "Columns of `tasks.parquet`: `probe_scores` (JSON: each probe, a cheap or wrong outcome, and its score; every",
-        "published task's probes scored under their thresholds), `probes_passed`, `flaky` (the oracle's scores",
-        "differed across repeats; such tasks are not published), `baseline_scores` (JSON: retrieval baselines without",
-        "a model that copy the nearest earlier work in the world) and `baseline_solved`, `rollouts`, `pass_at_1` and",
-        "`pass_at_k` (a model agent's rollouts, k = rollouts; null without), and `difficulty`: `in_band` (the",
-        "rollouts' pass rate within the configured band, 2%-70% by default; tasks outside it are retired and not",
-        "published), `easy` (no rollouts; a baseline solves it), `unmeasured` (no rollouts, no baseline solves it).",
-        "",
-        "Per family, over every task built (probes, alternatives) or every valid task (bands, baselines, rollouts):",
-        "probes passing estimate the grader's false positives, valid alternative outcomes that fail its false",
-        "negatives (n = runs; n=0: not measured).", "",
-        difficulty.markdown(difficulty.table(stats or {})), "",
-    ]
-    return "\n".join(lines)

@@ -227,6 +227,8 @@ class CodeChange(Family):
         run = [p for p in tests if changes[p] != "D" and (eco == "node" or PY_TEST_MODULE.search(p))]
         if not run:
             return self.reject(ctx, c.item, "the fix changes no test module", ", ".join(tests)[:300])
+        if eco == "python":   # PASS_TO_PASS also over the test modules that import what the fix changes
+            run = sorted(set(run) | set(importing_tests(path, c.parent, c.fix, code)))
         if eco == "node" and not ctx.config.code_test:
             return self.reject(ctx, c.item, "a Node project needs code_test in taskmine.toml",
                                "the command that runs $TASKMINE_TESTS and writes JUnit XML to $TASKMINE_JUNIT")
@@ -502,6 +504,61 @@ def _prompt(slug: str, statement: str, c: Candidate, eco: str) -> str:
             "without breaking the existing tests. When you finish, a grader restores its own copy of the test "
             f"files and of {runner}'s configuration (your changes to them are discarded) and runs the tests "
             "that describe the fix." + tools)
+
+
+IMPORTERS_MAX = 12        # test modules importing the changed code added to the run (beyond the fix's own)
+
+
+def module_names(path: str, files: set[str]) -> list[str]:
+    """The dotted names a Python file is imported by: its module and every package above it (`pkg/sub/mod.py`
+    -> `pkg.sub.mod`, `pkg.sub`, `pkg`), the package root found by walking up while `__init__.py` exists (a
+    `src/` layout's `src` is not a package). Importing a package that re-exports a module exercises it."""
+    parts = path[:-3].split("/") if path.endswith(".py") else path.split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    top = len(parts) - 1
+    while top > 0 and "/".join(parts[:top]) + "/__init__.py" in files:
+        top -= 1
+    mod = parts[top:] if top < len(parts) else parts[-1:]
+    return [".".join(mod[:i]) for i in range(len(mod), 0, -1)]
+
+
+def _imports(source: str) -> set[str]:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+    return out
+
+
+def importing_tests(repo: Path, parent: str, fix: str, code: list[str], limit: int = IMPORTERS_MAX) -> list[str]:
+    """The test modules (at the parent, still there at the fix) that import a module the fix changes or a package
+    above it: where a change can break a test it was not written for (SWE-bench's PASS_TO_PASS covers them).
+    At most `limit`, those naming the most specific module first."""
+    at_parent = {f for f in git(repo, "ls-tree", "-r", "--name-only", "-z", parent).split("\0") if f}
+    at_fix = {f for f in git(repo, "ls-tree", "-r", "--name-only", "-z", fix).split("\0") if f}
+    targets: dict[str, int] = {}
+    for p in code:
+        if p.endswith(".py") and p in at_parent:
+            for depth, name in enumerate(module_names(p, at_parent)):
+                targets[name] = min(targets.get(name, depth), depth)
+    if not targets:
+        return []
+    candidates = sorted(p for p in at_parent & at_fix if PY_TEST_MODULE.search(p) and is_test(p, "python"))
+    found: list[tuple[int, str]] = []
+    for p, blob in verifier.blobs(repo, parent, candidates).items():
+        names = _imports((blob or b"").decode("utf-8", "replace"))
+        hits = [targets[n] for n in names if n in targets]
+        if hits:
+            found.append((min(hits), p))
+    return [p for _, p in sorted(found)[:limit]]
 
 
 def _why_none(m: verifier.Measure, sets: verifier.TestSets) -> str:

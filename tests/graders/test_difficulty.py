@@ -1,20 +1,20 @@
 """Difficulty through the pipeline, on the sample company's triage tasks: the validations stage adds a baseline run
 per valid task (and model rollouts when a model is configured), publishing keeps every task marked without
 rollouts and retires the ones outside the band with them, and the published dataset carries the measurements
-(tasks.parquet columns, manifest, card)."""
+(the task files' columns, manifest, card)."""
 
 from __future__ import annotations
 
 import json
 import shutil
 
-import pyarrow.parquet as pq
 import pytest
 
 from environments.sandbox import LocalSandbox
 from graders import difficulty
 from task_builders.config import DatasetConfig
 from taskmine import flow
+from warehouse.loader import load_dataset
 from warehouse.schemas import Validation
 from warehouse.store import Store
 
@@ -64,7 +64,7 @@ def test_without_rollouts_every_valid_task_is_published_marked_easy_or_unmeasure
 
     published, counts = flow.publish(store, "acme", CONFIG)
     assert published.tasks == 4 and "retired_by_difficulty" not in counts
-    table = pq.read_table(published.path / "tasks.parquet").to_pylist()
+    table = load_dataset(published.path).table.to_pylist()
     by_id = {r["task_id"]: r for r in table}
     for v in base:
         r = by_id[v.task_id]
@@ -109,7 +109,7 @@ def test_with_rollouts_the_band_keeps_pass_rates_inside_it_and_retires_the_rest(
     store.replace("validations", "acme", rows)
 
     published, counts = flow.publish(store, "acme", CONFIG)
-    table = {r["task_id"]: r for r in pq.read_table(published.path / "tasks.parquet").to_pylist()}
+    table = {r["task_id"]: r for r in load_dataset(published.path).table.to_pylist()}
     assert set(table) == {fit.task_id, alt.task_id} and counts["retired_by_difficulty"] == 2
     assert table[fit.task_id]["difficulty"] == "in_band" and table[fit.task_id]["rollouts"] == 5
     assert table[fit.task_id]["pass_at_1"] == pytest.approx(0.2) and table[fit.task_id]["pass_at_k"] == 1.0
@@ -125,7 +125,7 @@ def test_with_rollouts_the_band_keeps_pass_rates_inside_it_and_retires_the_rest(
 
     wide = CONFIG.model_copy(update={"band_max": 1.0})
     published, counts = flow.publish(store, "acme", wide)
-    kept = {r["task_id"] for r in pq.read_table(published.path / "tasks.parquet").to_pylist()}
+    kept = {r["task_id"] for r in load_dataset(published.path).table.to_pylist()}
     assert easy.task_id in kept and hard.task_id not in kept and counts["retired_by_difficulty"] == 1
 
 
@@ -175,6 +175,6 @@ def test_rollouts_run_in_the_validations_stage_when_a_model_is_configured(store,
     assert without.counts["rollouts_now"] == 0          # no model: no rollout, nothing faked
 
     published, counts = flow.publish(store, "acme", config)
-    table = {r["task_id"]: r for r in pq.read_table(published.path / "tasks.parquet").to_pylist()}
+    table = {r["task_id"]: r for r in load_dataset(published.path).table.to_pylist()}
     assert set(table) == {tasks[1].task_id} and counts["retired_by_difficulty"] == 1
     assert table[tasks[1].task_id]["difficulty"] == "in_band" and table[tasks[1].task_id]["pass_at_1"] == 0.5

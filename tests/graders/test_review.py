@@ -97,3 +97,24 @@ def test_the_cli_writes_and_reads(built, tmp_path):
     r = subprocess.run([sys.executable, "-m", "pipelines.cli", "review", "--dataset", "nope", "--out", "x"],
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 2 and r.stderr.startswith("taskmine: error: dataset 'nope' has no tasks")
+
+
+def test_a_code_task_shows_its_gold_patch_and_tests_not_an_empty_list(tmp_path):
+    import datetime as dt
+
+    from warehouse.schemas import Task
+
+    code = {"repo": "totals", "base_commit": "a" * 40, "fix_commit": "b" * 40,
+            "patch": "diff --git a/totals/core.py b/totals/core.py\n+    return sum(days)\n",
+            "test_patch": "diff --git a/tests/test_core.py b/tests/test_core.py\n+    assert week([1, 2]) == 3\n",
+            "FAIL_TO_PASS": ["tests/test_core.py::test_two"], "PASS_TO_PASS": ["tests/test_other.py::test_import"],
+            "run": ["tests/test_core.py"]}
+    t = Task(task_id="c1", dataset="d", family="code_change", item_id="i", prompt="Fix it.",
+             cutoff=dt.datetime(2022, 1, 1, tzinfo=dt.UTC), world={}, world_hash="h",
+             reference={"actions": [], "probes": [], "code": code},
+             rubric={"checks": [{"id": "resolved", "check": "tests_resolved", "weight": 1, "criterion": "tests"}]})
+    page = write_sheet([t], [], "d", tmp_path).read_text()
+    ref = page.split("Reference (what the grader accepts)")[1].split("<h3>")[0]
+    assert "<pre>[]</pre>" not in ref
+    assert "return sum(days)" in ref and "assert week([1, 2]) == 3" in ref
+    assert "tests/test_core.py::test_two" in ref and "tests/test_other.py::test_import" in ref

@@ -65,3 +65,12 @@ def test_schedule_reruns_only_changed_datasets(tmp_path, sample_company, taskmin
         issue.write_text(issue.read_text() + " ")
         changed = daily_changed_datasets(build_schedule_context(instance=instance, resources=res))
         assert [r.partition_key for r in changed] == ["acme"]
+
+
+def test_the_funnel_never_reads_a_share_above_100_percent_for_candidates():
+    from pipelines.assets import funnel_rows
+
+    rows = {r["stage"]: r["kept from previous"] for r in funnel_rows(
+        {"events": 269, "work_items": 42, "candidates": 74, "tasks": 26, "validated": 26, "published": 26})}
+    assert rows["candidates"] == "1.76 per work item" and rows["tasks"] == "35%" and rows["published"] == "100%"
+    assert not any(v.endswith("%") and int(v[:-1]) > 100 for v in rows.values() if v)

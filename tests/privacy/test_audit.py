@@ -85,6 +85,19 @@ def test_our_own_output_is_no_leak(tmp_path):
     assert audit(tmp_path / "notes.txt", Rules.of(anon)).ok
 
 
+def test_the_tool_servers_own_message_ids_in_a_trajectory_are_no_leak(tmp_path):
+    """An oracle trajectory shows the tools' real answers: a sent reply's id is `<hex>@episode.invalid`, the default
+    persona `agent@company.invalid`; a real-looking address beside them is still found."""
+    from environments.tools import Persona
+
+    anon = _anonymizer()
+    sent = "sent 6a79a9d1e0c24a7f9b6f2f1f6c0c1e2d@episode.invalid in thread t-1"
+    (tmp_path / "t.txt").write_text(f"{sent}\nfrom {Persona().email}\n")
+    assert audit(tmp_path / "t.txt", Rules.of(anon)).ok
+    (tmp_path / "t.txt").write_text(f"{sent}\ncc unknown.person@other.example\n")
+    assert [h.kind for h in audit(tmp_path / "t.txt", Rules.of(anon)).hits] == ["email"]
+
+
 def test_ner_in_the_audit_reads_only_changed_paragraphs_and_finds_people(tmp_path, real_ner):
     anon = _anonymizer()
     from privacy.audit import _digest

@@ -66,13 +66,15 @@ def test_publish_is_deterministic_and_loadable(tmp_path):
     tasks = [_task(tmp_path, 2), _task(tmp_path, 1)]
     kw = dict(funnel={"events": 3}, validation={}, rules=Rules(["Maria Lopez"]))
     a = publish(tasks, tmp_path / "worlds" / "d", tmp_path / "pub", "d", **kw)
-    first = {p: (a.path / p).read_bytes() for p in ("tasks.parquet", "manifest.json")}
+    first = {p: (a.path / p).read_bytes() for p in ("tasks/ticket_triage/test.parquet", "grading/test.parquet",
+                                                      "trajectories/test.parquet", "README.md", "manifest.json")}
     b = publish(list(reversed(tasks)), tmp_path / "worlds" / "d", tmp_path / "pub", "d", **kw)
     assert b.path == a.path and not b.created
     ds = load_dataset(tmp_path / "pub" / "d")
     assert [t["task_id"] for t in ds.tasks()] == ["t1", "t2"]
     assert (a.path / "world" / "documents.jsonl").read_text().count("\n") == 1  # one world for every task
-    assert pq.read_table(a.path / "tasks.parquet").num_rows == 2
+    assert pq.read_table(a.path / "tasks" / "ticket_triage" / "test.parquet").num_rows == 2
+    assert not (a.path / "tasks" / "ticket_triage" / "train.parquet").exists()    # no task, no split file
     assert {p: (a.path / p).read_bytes() for p in first} == first
     (a.path / "world" / "documents.jsonl").write_text("{}")
     with pytest.raises(DatasetError, match="sha256"):
