@@ -491,26 +491,39 @@ def _bounded(value: Any) -> Any:
 # --- MCP ---------------------------------------------------------------------------------------------
 
 
-def mcp_server(tools: ToolServer):
-    """The tools as an MCP server (the official SDK's low-level `Server`), every schema from the typed models."""
+SUBMIT_DESCRIPTION = "End the task: what you did is graded (a code change: by its hidden tests) and the grade returned."
+
+
+def mcp_server(tools: ToolServer, submit: Callable[[], Result] | None = None):
+    """The tools as an MCP server (the official SDK's low-level `Server`), every schema from the typed models.
+    `submit` (a harness's: `taskmine serve`): a `submit` tool that ends the task and answers with its grade; it is
+    no company action (never in the action log)."""
     import mcp.types as types
     from mcp.server.lowlevel import Server
 
     server = Server("company", instructions="The company's tools as they stood at this task's moment: search and "
-                    "read the issue tracker, mail and chat; act by updating issues, replying to mail, posting.")
+                    "read the issue tracker, mail and chat; act by updating issues, replying to mail, posting."
+                    + (" Call `submit` when you are done." if submit else ""))
 
     @server.list_tools()
     async def list_tools() -> list[types.Tool]:
-        return [types.Tool(name=s["name"], description=s["description"], inputSchema=s["inputSchema"],
-                           _meta={"taskmine/kind": s["kind"], "taskmine/examples": s["examples"],
-                                  "taskmine/positional": s["positional"], "taskmine/flags": s["flags"]})
-                for s in tools.specs()]
+        listed = [types.Tool(name=s["name"], description=s["description"], inputSchema=s["inputSchema"],
+                             _meta={"taskmine/kind": s["kind"], "taskmine/examples": s["examples"],
+                                    "taskmine/positional": s["positional"], "taskmine/flags": s["flags"]})
+                  for s in tools.specs()]
+        if submit is not None:
+            listed.append(types.Tool(name="submit", description=SUBMIT_DESCRIPTION, _meta={"taskmine/kind": "shell"},
+                                     inputSchema={"type": "object", "properties": {}, "additionalProperties": False}))
+        return listed
 
     @server.call_tool(validate_input=False)  # the typed models validate, with their own one-line messages
     async def call_tool(name: str, arguments: dict[str, Any]):
         import anyio
 
-        result = await anyio.to_thread.run_sync(tools.call, name, arguments)
+        if submit is not None and name == "submit":
+            result = await anyio.to_thread.run_sync(submit)
+        else:
+            result = await anyio.to_thread.run_sync(tools.call, name, arguments)
         return types.CallToolResult(content=[types.TextContent(type="text", text=result.text)],
                                     structuredContent=_jsonable(result.data), isError=result.error)
 

@@ -238,9 +238,9 @@ def cmd_plugins(args) -> int:
 def cmd_serve(args) -> int:
     """`taskmine serve`: one published task's tools as an MCP server on stdio, for a lab's agent harness (the
     tools its family uses, the cutoff and hidden events enforced as in the sandbox; a task with repositories
-    gets a sandbox session where they stand as at the cutoff, for the git, shell and file tools). When the client
-    disconnects the task is graded (a code task: its hidden tests) and the action log written to --log, the
-    grade to --result. `--openenv`: every task of the dataset over HTTP with OpenEnv's reset/step/state."""
+    gets a sandbox session where they stand as at the cutoff, for the git, shell and file tools). Its `submit`
+    tool (or the client leaving) grades the task (a code task: its hidden tests) and writes the action log to
+    --log, the grade to --result. `--openenv`: every task of the dataset over HTTP with OpenEnv's reset/step/state."""
     import json
 
     import anyio
@@ -273,10 +273,24 @@ def cmd_serve(args) -> int:
     except DatasetError as exc:
         raise UserError(str(exc)) from None
 
+    from environments.tools import Result
+
+    def finish() -> Result:      # the `submit` tool, or the client leaving: grade once, write the files
+        g = session.grade()
+        if args.log:
+            Path(args.log).write_text("".join(e.model_dump_json() + "\n" for e in session.actions))
+        if args.result:
+            Path(args.result).write_text(json.dumps({"task_id": session.task.task_id, **g.to_json()}, indent=1)
+                                         + "\n")
+        line = (f"{session.task.task_id} ({session.task.family}): score {g.score} ({g.summary})" if g.score is not None
+                else f"{session.task.task_id}: not graded ({g.error_class}): {g.message}")
+        print(f"taskmine serve: {line}", file=sys.stderr, flush=True)
+        return Result(f"graded: {line}", g.to_json(), error=g.score is None)
+
     async def main() -> None:
         from mcp.server.stdio import stdio_server
 
-        server = mcp_server(session.tools)
+        server = mcp_server(session.tools, submit=finish)
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
@@ -284,15 +298,8 @@ def cmd_serve(args) -> int:
         try:
             anyio.run(main)
         finally:
-            if args.log:
-                Path(args.log).write_text("".join(e.model_dump_json() + "\n" for e in session.actions))
-            g = session.grade()
-            if args.result:
-                Path(args.result).write_text(json.dumps({"task_id": session.task.task_id, **g.to_json()},
-                                                        indent=1) + "\n")
-            print(f"taskmine serve: {session.task.task_id} ({session.task.family}): score {g.score} {g.summary}"
-                  f"{' ' + (g.error_class or '') + ' ' + g.message if g.score is None else ''}",
-                  file=sys.stderr, flush=True)
+            if session.graded is None:    # the client left without submitting (an MCP SDK client gives 2 s)
+                finish()
     return 0
 
 

@@ -3,13 +3,14 @@ them on the sample's published version; a run on a real export can call them the
 
 - `mcp_agent`: an MCP-only scripted agent (the official `mcp` client) on `taskmine serve --published DIR --task ID`:
   the tools its family uses, and the oracle's work done through them (a code task: the fix written with
-  write_file and applied with the shell; a commit-link task: the answer after a look at git), graded on exit;
+  write_file and applied with the shell; a commit-link task: the answer after a look at git), then `submit`;
 - `openenv_episode`: OpenEnv's own client (GenericEnvClient over the WebSocket) on `taskmine serve --openenv`;
 - `harbor_trial`: an exported Harbor folder run as Harbor does (taskmine.harbor.run_folder).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import socket
@@ -56,13 +57,11 @@ def mcp_agent(published: Path, task: dict, home: Path, tmp: Path, *, act: bool =
             for name, args in (oracle_calls(task) if act else []):
                 r = await session.call_tool(name, args)
                 answers.append((name, r.isError, r.content[0].text if r.content else ""))
-            return names, answers
+            graded = await session.call_tool("submit", {}, read_timeout_seconds=dt.timedelta(minutes=15))
+            return names, answers, graded.structuredContent
 
-    names, answers = anyio.run(main)
-    deadline = time.time() + 600       # the grade is written once the server has run the verifier
-    while not result.exists() and time.time() < deadline:
-        time.sleep(0.5)
-    return {"tools": names, "answers": answers, "result": json.loads(result.read_text())}
+    names, answers, graded = anyio.run(main)
+    return {"tools": names, "answers": answers, "graded": graded, "result": json.loads(result.read_text())}
 
 
 def _free_port() -> int:

@@ -278,7 +278,7 @@ def test_an_mcp_only_agent_solves_a_code_task_and_a_commit_link_task(pipeline, t
     assert {"git", "shell", "read_file", "answer"} <= link["tools"] and "write_file" not in link["tools"]
     assert link["result"]["score"] == 1.0, link["result"]
     triage = mcp_agent(pipeline["pub"], tasks["ticket_triage"], home, tmp_path, act=False)
-    assert triage["tools"] == {t.name() for t in A.READS} | {"jira_update"}    # no shell: no repository
+    assert triage["tools"] == {t.name() for t in A.READS} | {"jira_update", "submit"}   # no repository: no shell
     assert triage["result"]["score"] == 0.0
 
 
