@@ -17,8 +17,12 @@ What each folder holds here:
   import, copied from this environment: the image's Python is the same minor version). On top: the task's world
   cut at its cutoff (`environments.world.cut_documents`: nothing later, nothing hidden, issues as they stood)
   and its repositories exactly as at the cutoff (`load_dataset(...).repositories`), in /home/agent. The
-  entrypoint starts the tool server (taskmine.harbor_box) as root; the agent runs as `agent` (uid 1000) and
-  reaches the company only through `company` / `company mcp`.
+  entrypoint starts the tool server (taskmine.harbor_box) as root. The agent runs as the image's user, root, as
+  Harbor's agents and oracle expect (Harbor copies solution/ in as root and runs `chmod +x` on it as the agent's
+  user); it reaches the company through `company` / `company mcp`. What it could read as root holds nothing
+  beyond the cutoff and no grader file (the world is cut, the grader's files arrive with tests/ afterwards); the
+  action log it could write holds only what the tools would have let it do. The verifier runs the hidden tests as
+  uid 1000 after killing every process the agent left.
 - solution/solve.sh: the reference replayed through the `company` CLI, or a code task's fix applied as a patch.
 - tests/: grading.json (the rubric, the reference, a code task's test sets) and, for a code task, a small git
   repository holding only the fix's test and runner files (the verifier writes them over the agent's tree), so
@@ -40,6 +44,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -49,6 +54,7 @@ from warehouse.ids import content_hash
 
 RUNTIME = "/opt/taskmine"
 INIT = "/usr/local/bin/taskmine-harbor-init"
+HEALTH = "test -S /run/company/tools.sock"     # the tool server listens (the container is ready for the agent)
 AGENT_TIMEOUT_S = 1800.0
 # What the tool server and the grader import (python -c in the export's own environment lists the files).
 BOX_IMPORTS = ("taskmine.harbor_box", "environments.episode", "environments.tools", "environments.requester",
@@ -63,8 +69,6 @@ if [ "$(id -u)" = 0 ] && [ -f {RUNTIME}/task/box.json ]; then
     mkdir -p /var/lib/taskmine /run/company && chmod 700 /var/lib/taskmine
     PYTHONPATH={RUNTIME}/site:{RUNTIME}/src PYTHONDONTWRITEBYTECODE=1 \\
         nohup python3 -m taskmine.harbor_box serve >/var/lib/taskmine/server.log 2>&1 &
-    i=0
-    while [ ! -S /run/company/tools.sock ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 fi
 exec "$@"
 """
@@ -160,6 +164,8 @@ def runtime_image(parent: str, labels: dict[str, str] | None = None) -> str:
     dockerfile = "\n".join([
         f"FROM {parent}", "USER root",
         f"COPY site {RUNTIME}/site", f"COPY src {RUNTIME}/src", f"COPY init {INIT}",
+        # healthy once the tool server listens: `docker compose up --wait` (Harbor) waits for it
+        f"HEALTHCHECK --interval=1s --timeout=5s --start-period=300s --retries=3 CMD {HEALTH}",
         f'ENTRYPOINT ["{INIT}"]', 'CMD ["sleep", "infinity"]', ""]).encode()
     label_args = [part for k, v in sorted({**labels, "taskmine.harbor": "runtime"}.items())
                   for part in ("--label", f"{k}={v}")]
@@ -198,9 +204,11 @@ def _toml(task, verifier_timeout: float, difficulty: str | None) -> str:
         f"taskmine_task_id = {q(task.task_id)}", f"taskmine_dataset = {q(task.dataset)}",
         f"taskmine_split = {q(task.split)}", f"canary = {q(task.canary or '')}", "",
         "[verifier]", f"timeout_sec = {verifier_timeout:.1f}", 'user = "root"', "",
-        "[agent]", f"timeout_sec = {AGENT_TIMEOUT_S:.1f}", 'user = "agent"', "",
+        "[agent]", f"timeout_sec = {AGENT_TIMEOUT_S:.1f}", "",
         "[environment]", "build_timeout_sec = 600.0", "cpus = 1", "memory_mb = 2048", "storage_mb = 10240",
-        "allow_internet = false", ""])
+        "allow_internet = false", "",
+        "[environment.healthcheck]", f"command = {q(HEALTH)}", "interval_sec = 1.0", "start_period_sec = 300.0",
+        "retries = 3", ""])
 
 
 def _fix_repository(src: Path, commit: str, paths: list[str], dest: Path) -> str:
@@ -354,6 +362,7 @@ class Trial:
     test_exit: int | None
     test_output: str
     grade: dict | None
+    agent_output: str = ""
 
 
 def _toml_value(text: str, section: str, key: str) -> str | None:
@@ -389,6 +398,12 @@ def run_folder(folder: Path | str, agent: str = "oracle", *, keep_image: bool = 
             return subprocess.run(["docker", "exec", *(["-u", user] if user else []), name, "bash", "-c", command],
                                   capture_output=True, text=True, timeout=3600)
 
+        deadline = time.time() + 300      # `docker compose up --wait`: until the container is healthy
+        while docker("inspect", "--format", "{{.State.Health.Status}}", name, check=False).stdout.strip() != \
+                "healthy":
+            if time.time() > deadline:
+                raise SandboxError(f"{folder.name}: the container did not become healthy within 300s")
+            time.sleep(1)
         exec_("chmod 777 /logs/agent /logs/verifier", None)
         agent_exit = None
         if agent == "oracle":
@@ -405,7 +420,9 @@ def run_folder(folder: Path | str, agent: str = "oracle", *, keep_image: bool = 
             if (logs / "verifier" / "test-stdout.txt").exists() else ""
         grade = json.loads((logs / "verifier" / "grade.json").read_text()) \
             if (logs / "verifier" / "grade.json").exists() else None
-        return Trial(reward, agent_exit, t.returncode, out, grade)
+        agent_out = (logs / "agent" / "oracle.txt").read_text(errors="replace") \
+            if (logs / "agent" / "oracle.txt").exists() else ""
+        return Trial(reward, agent_exit, t.returncode, out, grade, agent_out[-4000:])
     finally:
         docker("rm", "-f", name, check=False, timeout=60)
         if not keep_image:
