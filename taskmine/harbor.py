@@ -70,7 +70,11 @@ if [ "$(id -u)" = 0 ] && [ -f {RUNTIME}/task/box.json ]; then
     PYTHONPATH={RUNTIME}/site:{RUNTIME}/src PYTHONDONTWRITEBYTECODE=1 \\
         nohup python3 -m taskmine.harbor_box serve >/var/lib/taskmine/server.log 2>&1 &
 fi
-exec "$@"
+# the command runs beside this shell, which stays PID 1: the grader kills every process the agent left (they are
+# PID 1's children once orphaned), and the container must outlive them
+"$@" &
+trap 'exit 0' TERM INT
+while :; do sleep 3600 & wait $!; done
 """
 
 TEST_SH = f"""#!/bin/bash
