@@ -275,10 +275,10 @@ def cmd_serve(args) -> int:
 
     from environments.tools import Result
 
-    def finish() -> Result:      # the `submit` tool, or the client leaving: grade once, write the files
-        g = session.grade()
+    def finish() -> Result:      # the `submit` tool, or the client leaving: the log first (it is quick), the grade
         if args.log:
             Path(args.log).write_text("".join(e.model_dump_json() + "\n" for e in session.actions))
+        g = session.grade()
         if args.result:
             Path(args.result).write_text(json.dumps({"task_id": session.task.task_id, **g.to_json()}, indent=1)
                                          + "\n")
