@@ -69,11 +69,12 @@ class TaskEnvironment(Environment[ToolCall, TaskObservation, TaskState]):
 
     SUPPORTS_CONCURRENT_SESSIONS = True   # every instance has its own TaskSession (episode, sandbox, log)
 
-    def __init__(self, published: Path | str, sandbox: str = "auto", home: Path | None = None, llm=None):
+    def __init__(self, published, sandbox: str = "auto", home: Path | None = None, llm=None):
+        """`published`: a loaded dataset (shared by the sessions: read only) or its folder."""
         super().__init__()
         from warehouse.loader import load_dataset
 
-        self.ds = load_dataset(published)
+        self.ds = load_dataset(published) if isinstance(published, (str, Path)) else published
         self.sandbox, self.home, self.llm = sandbox, home, llm
         self.session: serving.TaskSession | None = None
         self._state = TaskState(episode_id=None, step_count=0)
@@ -140,9 +141,11 @@ def app(published: Path | str, *, sandbox: str = "auto", home: Path | None = Non
     """The FastAPI app of OpenEnv's server for a published dataset (one TaskEnvironment per WebSocket session)."""
     from openenv.core.env_server.http_server import create_fastapi_app
 
-    published = Path(published)
-    factory = functools.partial(TaskEnvironment, published, sandbox, home, llm)
-    TaskEnvironment(published, sandbox, home, llm).close()      # a bad folder fails now, in one line
+    from warehouse.loader import load_dataset
+
+    ds = load_dataset(published)       # verified once (a bad folder fails now, in one line); sessions share it
+    serving.world_root(ds)             # the world folder made once, before the first session
+    factory = functools.partial(TaskEnvironment, ds, sandbox, home, llm)
     return create_fastapi_app(factory, ToolCall, TaskObservation, max_concurrent_envs=max_sessions)
 
 

@@ -76,15 +76,19 @@ class OpenEnvServer:
     def __init__(self, published: Path, home: Path):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        import tempfile
+
+        self.log = tempfile.TemporaryFile()      # not a pipe: a server that logs more than a pipe holds would block
         self.proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "--home", str(home), "serve", "--openenv",
                                       "--port", str(self.port), "--published", str(published)], cwd=str(REPO),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                     stdout=subprocess.DEVNULL, stderr=self.log)
         import urllib.request
 
         deadline = time.time() + 120
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"the OpenEnv server ended: {self.proc.stderr.read().decode()[-500:]}")
+                self.log.seek(0)
+                raise RuntimeError(f"the OpenEnv server ended: {self.log.read().decode()[-500:]}")
             try:
                 urllib.request.urlopen(f"{self.url}/health", timeout=2).close()
                 return
@@ -99,6 +103,9 @@ class OpenEnvServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self.log.seek(0)
+        self.output = self.log.read().decode(errors="replace")
+        self.log.close()
 
     def __enter__(self) -> OpenEnvServer:
         return self
@@ -111,7 +118,7 @@ def openenv_episode(url: str, task: dict, *, act: bool = True) -> dict:
     """One episode with OpenEnv's own client: reset(task_id), the oracle's tool calls (or none), submit."""
     from openenv.core.generic_client import GenericEnvClient
 
-    with GenericEnvClient(base_url=url, message_timeout_s=900).sync() as env:
+    with GenericEnvClient(base_url=url, connect_timeout_s=120, message_timeout_s=900).sync() as env:
         first = env.reset(task_id=task["task_id"])
         steps = [env.step({"tool": name, "arguments": args}) for name, args in (oracle_calls(task) if act else [])]
         state = env.state()
