@@ -78,7 +78,7 @@ class OpenEnvServer:
         self.url = f"http://127.0.0.1:{self.port}"
         import tempfile
 
-        self.log = tempfile.TemporaryFile()      # not a pipe: a server that logs more than a pipe holds would block
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close()); a pipe its log filled would block it
         self.proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "--home", str(home), "serve", "--openenv",
                                       "--port", str(self.port), "--published", str(published)], cwd=str(REPO),
                                      stdout=subprocess.DEVNULL, stderr=self.log)
