@@ -278,7 +278,7 @@ def export_task(ds, task_id: str, out: Path, *, sandbox, worlds: Path, labels: d
     """Write one task's folder under `out` (see the module docstring)."""
     from environments.world import cut_documents, import_documents
     from graders import replay, verifier
-    from taskmine.serving import published_task
+    from taskmine.serving import has_repositories, published_difficulty, published_task
     from task_builders.families import served_tools
 
     task = published_task(ds, task_id)
@@ -296,8 +296,7 @@ def export_task(ds, task_id: str, out: Path, *, sandbox, worlds: Path, labels: d
         docs = Path(tmp) / "documents.jsonl"
         cut_documents(worlds / "world.sqlite", task.cutoff, task.world.get("hidden") or (), docs)
         import_documents(docs, env_dir / "task" / "world" / "world.sqlite")
-    repos = [p.name for p in ds.repositories(task.task_id, env_dir / "home")] if ds.task(task_id)[
-        "world_manifest"].get("git") else []
+    repos = [p.name for p in ds.repositories(task.task_id, env_dir / "home")] if has_repositories(task) else []
     if not repos:
         (env_dir / "home").mkdir(exist_ok=True)
     shell_kinds = {"git", "shell", "read_file", "write_file", "list_files"}   # the agent has a terminal
@@ -329,7 +328,7 @@ def export_task(ds, task_id: str, out: Path, *, sandbox, worlds: Path, labels: d
     (tests / "grading.json").write_text(json.dumps(grading, indent=1, sort_keys=True) + "\n")
     (tests / "test.sh").write_text(TEST_SH)
     (tests / "test.sh").chmod(0o755)
-    difficulty = ds.task(task_id).get("difficulty")
+    difficulty = published_difficulty(ds, task.task_id)
     (folder / "task.toml").write_text(_toml(task, (spec.timeout_s + 300) if spec else 120.0, difficulty))
     (folder / "instruction.md").write_text(_instruction(task, repos))
     return Exported(task.task_id, task.family, folder, image)

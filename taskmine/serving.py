@@ -44,6 +44,11 @@ def published_task(ds, task_id: str) -> Task:
                 lineage=list(row.get("lineage") or []), split=row["split"], canary=row.get("canary") or "")
 
 
+def published_difficulty(ds, task_id: str) -> str | None:
+    """The difficulty band measured for a published task (graders.difficulty), None when not recorded."""
+    return ds.task(task_id).get("difficulty")
+
+
 def task_ids(ds, family: str | None = None, split: str | None = None) -> list[str]:
     return [t["task_id"] for t in ds.tasks(split=split, family=family)]
 
