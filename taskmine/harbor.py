@@ -307,10 +307,12 @@ def export_task(ds, task_id: str, out: Path, *, sandbox, worlds: Path, labels: d
     box = {"world": {**world, "hidden": []}, "has_world": True,
            "tools": sorted(allowed - shell_kinds) if allowed is not None else None}
     (env_dir / "task" / "box.json").write_text(json.dumps(box, indent=1, sort_keys=True, default=str) + "\n")
+    # no RUN step: building needs no container and no network (modes come from the build context)
+    for path in [env_dir / "task", *(env_dir / "task").rglob("*")]:
+        path.chmod(0o700 if path.is_dir() else 0o600)
     (env_dir / "Dockerfile").write_text("\n".join([
         f"FROM {image}", "USER root",
-        f"COPY task {RUNTIME}/task", "COPY --chown=1000:1000 home /home/agent",
-        f"RUN chmod -R go-rwx {RUNTIME}/task && chown 1000:1000 /home/agent", "WORKDIR /home/agent", ""]))
+        f"COPY task {RUNTIME}/task", "COPY --chown=1000:1000 home /home/agent", "WORKDIR /home/agent", ""]))
     # the oracle
     (sol / "solve.sh").write_text("#!/bin/bash\nset -euo pipefail\ncd /home/agent\n"
                                   + replay.oracle_command(task) + "\n")
