@@ -315,7 +315,8 @@ class Answer(Tool):
             raise ValueError("give exactly one of --sha and --text")
 
 
-# --- shell (served over MCP; in the CLI the agent simply runs git and sh) ------------------------------------
+# --- shell and files (served over MCP, in the task's sandbox session; in the CLI the agent simply runs git, sh
+# and its editor) ----------------------------------------------------------------------------------------------
 
 
 class Git(Tool):
@@ -336,9 +337,73 @@ class Shell(Tool):
     kind: ClassVar = "shell"
 
 
+HOME = "/home/agent"
+WORK_ROOTS = (HOME, "/tmp")   # where the file tools read and write (the agent's home and its temp folder)
+
+
+def _work_path(v: str) -> str:
+    """A path of the file tools: relative to the home, or absolute under the home or /tmp; no `..` outside."""
+    import posixpath
+
+    v = v.strip()
+    if "\0" in v:
+        raise ValueError("a path has no NUL character")
+    full = posixpath.normpath(v if v.startswith("/") else posixpath.join(HOME, v.removeprefix("~/")))
+    if not any(full == r or full.startswith(r + "/") for r in WORK_ROOTS):
+        raise ValueError(f"{v!r} is outside your home ({HOME}) and /tmp")
+    return full
+
+
+class ReadFile(Tool):
+    """Read a text file of your work tree (a path relative to your home, e.g. "repo/src/app.py", or under /tmp);
+    optionally only lines `start` to `end` (1-based, inclusive)."""
+
+    tool: Literal["read_file"] = "read_file"
+    path: Annotated[str, Field(min_length=1, max_length=4096)]
+    start: int | None = Field(None, ge=1)
+    end: int | None = Field(None, ge=1)
+    kind: ClassVar = "shell"
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        return _work_path(v)
+
+
+class WriteFile(Tool):
+    """Write a text file of your work tree (created with its folders, or replaced whole): `content` is the file's
+    complete new text."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)  # the text as given
+    tool: Literal["write_file"] = "write_file"
+    path: Annotated[str, Field(min_length=1, max_length=4096)]
+    content: Annotated[str, Field(max_length=TEXT * 5)]
+    kind: ClassVar = "shell"
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        return _work_path(v)
+
+
+class ListFiles(Tool):
+    """List a folder of your work tree (default: your home): names, folders with a trailing "/", and sizes;
+    `recursive` walks it (skipping .git)."""
+
+    tool: Literal["list_files"] = "list_files"
+    path: Annotated[str, Field(min_length=1, max_length=4096)] = HOME
+    recursive: bool = False
+    kind: ClassVar = "shell"
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        return _work_path(v)
+
+
 READS = (JiraSearch, JiraShow, JiraProject, MailSearch, MailRead, SlackSearch, SlackHistory, SlackChannels)
 WRITES = (JiraUpdate, JiraComment, MailSend, MailReply, SlackPost, Answer)
-SHELLS = (Git, Shell)
+SHELLS = (Git, Shell, ReadFile, WriteFile, ListFiles)
 TOOLS: dict[str, type[Tool]] = {t.name(): t for t in (*READS, *WRITES, *SHELLS)}
 
 Action = Annotated[Union[JiraUpdate, JiraComment, MailSend, MailReply, SlackPost, Answer],  # noqa: UP007

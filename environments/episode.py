@@ -69,6 +69,21 @@ def socket_root() -> Path:
     raise SandboxError("no folder with a path short enough for the tool server's socket; set TMPDIR=/tmp")
 
 
+def tool_server(worlds_dir: Path, world: dict | TaskWorld, llm=None) -> ToolServer:
+    """The task's tool server (no session yet): its world at the cutoff without its hidden events, the persona,
+    its tool list, and for a communication task its simulated requester (with `llm`, or the fixed answer)."""
+    world = world if isinstance(world, TaskWorld) else TaskWorld.of(world)
+    wf = Path(worlds_dir) / "world.sqlite"
+    view = World(wf).at(world.cutoff, world.hidden) if wf.exists() else None
+    requester = None
+    if world.extra.get("requester"):      # a communication task: its requester answers questions
+        from environments.requester import SimulatedRequester
+
+        requester = SimulatedRequester(world.extra["requester"], llm)
+    return ToolServer(view, persona=world.persona, repos=world.repos,
+                      tools=set(world.tools) if world.tools is not None else None, requester=requester)
+
+
 class Episode:
     """Use as a context manager; `exec` runs commands as the agent, `actions` is the log."""
 
@@ -92,16 +107,7 @@ class Episode:
         return self
 
     def _start(self) -> None:
-        wf = self.worlds_dir / "world.sqlite"
-        view = World(wf).at(self.world.cutoff, self.world.hidden) if wf.exists() else None
-        requester = None
-        if self.world.extra.get("requester"):      # a communication task: its requester answers questions
-            from environments.requester import SimulatedRequester
-
-            requester = SimulatedRequester(self.world.extra["requester"], self.llm)
-        self.tools = ToolServer(view, persona=self.world.persona, repos=self.world.repos,
-                                tools=set(self.world.tools) if self.world.tools is not None else None,
-                                requester=requester)
+        self.tools = tool_server(self.worlds_dir, self.world, self.llm)
         self._rundir = Path(tempfile.mkdtemp(prefix="taskmine-tools-", dir=socket_root()))
         (self._rundir / "owner").write_text(owner_tag() + "\n")
         self._socket = ToolSocket(self.tools, self._rundir / "s").start()

@@ -64,6 +64,7 @@ from environments.images import (
 __all__ = [
     "DockerSandbox",
     "ExecResult",
+    "InPlaceSession",
     "LocalSandbox",
     "RunResult",
     "Sandbox",
@@ -496,6 +497,56 @@ class LocalSession(Session):
         if self.root.exists():
             _set_writable(self.root, True)
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+class InPlaceSession(Session):
+    """The machine this process runs on as the session: commands, reads and writes as the agent's uid through
+    the supervisor, on the real /home/agent and /tmp. For a grader that runs inside the agent's own container
+    after it (a Harbor task's tests/test.sh, as root): kill_others kills every process of the agent's uid.
+    Needs root to become the agent (setpriv); as the agent itself it runs commands directly."""
+
+    kind = "inplace"
+
+    def __init__(self, uid: int = AGENT_UID, home: str = "/home/agent", supervisor: str = SUPERVISE_PATH):
+        self.uid, self.home, self.supervisor = uid, home, supervisor
+        self.env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": home,
+                    "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "TASKMINE_WORLD": "/world"}
+
+    def _argv(self, *argv: str) -> list[str]:
+        become = [] if os.getuid() == self.uid else ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}",
+                                                     "--clear-groups"]
+        return [*become, "python3", "-I", self.supervisor, *argv]
+
+    def exec(self, command: str, *, timeout_s: float = 120, env: dict | None = None,
+             kill_others: bool = True) -> ExecResult:
+        extra = _check_env(env)
+        started = time.monotonic()
+        code, out, err = _communicate(self._argv("run", "--timeout", f"{timeout_s:.3f}",
+                                                 *(["--kill-others"] if kill_others else []), "--", command),
+                                      timeout_s + HOST_GRACE_S, cwd=self.home, env={**self.env, **extra})
+        return _exec_result(_frame(out), time.monotonic() - started, err,
+                            "the command killed its supervisor (no result)" if code is not None
+                            else "the supervisor did not return")
+
+    def read_file(self, path: str, limit: int = supervise.READ_LIMIT) -> bytes:
+        code, out, err = _communicate(self._argv("read", "--limit", str(limit), path), 60, cwd=self.home,
+                                      env=self.env)
+        frame = _frame(out)
+        if frame is None or not isinstance(frame.get("data"), str):
+            raise SandboxError(f"could not read {path}: {err.strip()[-200:] or 'no result'}")
+        if frame.get("error"):
+            raise SandboxError(f"{path} {frame['error']}")
+        return base64.b64decode(frame["data"])
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        code, out, err = _communicate(self._argv("write", "--mode", f"{mode:o}", "--limit", str(len(data)), path),
+                                      60, stdin=data, cwd=self.home, env=self.env)
+        frame = _frame(out)
+        if frame is None or frame.get("ok") is not True:
+            raise SandboxError(f"could not write {path}: {(frame or {}).get('error') or err.strip()[-200:]}")
+
+    def close(self) -> None:
+        pass
 
 
 def _limit_file_size() -> None:

@@ -101,8 +101,8 @@ class ToolServer:
 
     @property
     def available(self) -> set[str]:
-        """The tools of this episode: every read and write tool; git and shell only with a session (and git
-        only with a repository); narrowed to the task's list when it has one."""
+        """The tools of this episode: every read and write tool; git, shell and the file tools only with a
+        session (and git only with a repository); narrowed to the task's list when it has one."""
         names = {n for n, t in A.TOOLS.items() if t.kind != "shell" or self.session is not None}
         if not self.repos:
             names.discard("git")
@@ -387,11 +387,87 @@ class ToolServer:
     def _shell(self, c: A.Shell) -> Result:
         return self._exec(c.command, c.timeout_s)
 
+    # -- files (in the session, as the agent: what it could do with the shell, without quoting) -----------
+    def _read_file(self, c: A.ReadFile) -> Result:
+        from environments.docker_cli import SandboxError
+
+        try:
+            data = self.session.read_file(c.path, limit=MAX_FILE)
+        except SandboxError as exc:
+            raise ToolRefused(f"read_file: {_after_path(str(exc), c.path)}") from None
+        if b"\0" in data[:8192]:
+            raise ToolRefused(f"read_file: {c.path} is a binary file ({len(data)} bytes)")
+        text = data.decode("utf-8", "replace")
+        lines = text.splitlines(keepends=True)
+        if c.start or c.end:
+            first, last = (c.start or 1), min(c.end or len(lines), len(lines))
+            text = "".join(lines[first - 1:last])
+            return Result(text, {"path": c.path, "lines": len(lines), "start": first, "end": last})
+        cut = len(data) > MAX_FILE
+        return Result(text + (f"\n... cut at {MAX_FILE} bytes (read it by lines: start, end)" if cut else ""),
+                      {"path": c.path, "lines": len(lines), "truncated": cut})
+
+    def _write_file(self, c: A.WriteFile) -> Result:
+        from environments.docker_cli import SandboxError
+
+        data = c.content.encode("utf-8")
+        try:
+            self.session.write_file(c.path, data, 0o644)
+        except SandboxError as exc:
+            raise ToolRefused(f"write_file: {_after_path(str(exc), c.path)}") from None
+        return Result(f"wrote {c.path} ({len(data)} bytes, {c.content.count(chr(10)) + bool(c.content)} lines)",
+                      {"path": c.path, "bytes": len(data)})
+
+    def _list_files(self, c: A.ListFiles) -> Result:
+        r = self.session.exec(f"python3 -I -c {shlex.quote(_LIST)} {shlex.quote(self.session.path_of(c.path))} "
+                              f"{int(c.recursive)} {MAX_LISTED}", timeout_s=60, kill_others=False)
+        if r.exit_code != 0:
+            raise ToolRefused(f"list_files: {c.path}: {(r.stderr.strip() or r.status_line())[-300:]}")
+        lines = r.stdout.splitlines()
+        return Result(r.stdout.rstrip() or f"{c.path} is empty", {"path": c.path, "entries": len(lines)})
+
     def _exec(self, command: str, timeout_s: float) -> Result:
         r = self.session.exec(command, timeout_s=timeout_s, kill_others=False)
         status = "timed out" if r.timed_out else (r.error or f"exit {r.exit_code}")
         text = (r.stdout + (("\n[stderr]\n" + r.stderr) if r.stderr.strip() else "")).rstrip() + f"\n[{status}]"
         return Result(text, {"exit_code": r.exit_code, "timed_out": r.timed_out}, error=r.exit_code not in (0,))
+
+
+MAX_FILE = 256 << 10      # read_file: bytes of one answer (the rest by lines)
+MAX_LISTED = 2000         # list_files: entries of one answer
+
+# Runs in the session as `python3 -I -c _LIST <folder> <recursive 0|1> <max>`: one entry per line, folders with "/".
+_LIST = r"""
+import os, sys
+root, recursive, most = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
+if not os.path.isdir(root):
+    sys.exit(f"{root} is not a folder" if os.path.lexists(root) else f"{root} does not exist")
+n = 0
+for d, dirs, files in os.walk(root):
+    dirs[:] = sorted(x for x in dirs if x != ".git")
+    rel = os.path.relpath(d, root)
+    for name in dirs + sorted(files):
+        path = os.path.join(d, name)
+        shown = name if rel == "." else os.path.join(rel, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            print(shown + "/")
+        else:
+            try:
+                print(f"{shown}  {os.lstat(path).st_size}")
+            except OSError:
+                print(shown)
+        n += 1
+        if n >= most:
+            print(f"... more than {most} entries")
+            sys.exit(0)
+    if not recursive:
+        break
+"""
+
+
+def _after_path(message: str, path: str) -> str:
+    """A sandbox error about a file, said from the agent's side (the path it asked for, not the host's)."""
+    return message if message.startswith(path) else f"{path}: {message.split(': ', 1)[-1]}"
 
 
 class ToolRefused(Exception):
@@ -415,26 +491,39 @@ def _bounded(value: Any) -> Any:
 # --- MCP ---------------------------------------------------------------------------------------------
 
 
-def mcp_server(tools: ToolServer):
-    """The tools as an MCP server (the official SDK's low-level `Server`), every schema from the typed models."""
+SUBMIT_DESCRIPTION = "End the task: what you did is graded (a code change: by its hidden tests) and the grade returned."
+
+
+def mcp_server(tools: ToolServer, submit: Callable[[], Result] | None = None):
+    """The tools as an MCP server (the official SDK's low-level `Server`), every schema from the typed models.
+    `submit` (a harness's: `taskmine serve`): a `submit` tool that ends the task and answers with its grade; it is
+    no company action (never in the action log)."""
     import mcp.types as types
     from mcp.server.lowlevel import Server
 
     server = Server("company", instructions="The company's tools as they stood at this task's moment: search and "
-                    "read the issue tracker, mail and chat; act by updating issues, replying to mail, posting.")
+                    "read the issue tracker, mail and chat; act by updating issues, replying to mail, posting."
+                    + (" Call `submit` when you are done." if submit else ""))
 
     @server.list_tools()
     async def list_tools() -> list[types.Tool]:
-        return [types.Tool(name=s["name"], description=s["description"], inputSchema=s["inputSchema"],
-                           _meta={"taskmine/kind": s["kind"], "taskmine/examples": s["examples"],
-                                  "taskmine/positional": s["positional"], "taskmine/flags": s["flags"]})
-                for s in tools.specs()]
+        listed = [types.Tool(name=s["name"], description=s["description"], inputSchema=s["inputSchema"],
+                             _meta={"taskmine/kind": s["kind"], "taskmine/examples": s["examples"],
+                                    "taskmine/positional": s["positional"], "taskmine/flags": s["flags"]})
+                  for s in tools.specs()]
+        if submit is not None:
+            listed.append(types.Tool(name="submit", description=SUBMIT_DESCRIPTION, _meta={"taskmine/kind": "shell"},
+                                     inputSchema={"type": "object", "properties": {}, "additionalProperties": False}))
+        return listed
 
     @server.call_tool(validate_input=False)  # the typed models validate, with their own one-line messages
     async def call_tool(name: str, arguments: dict[str, Any]):
         import anyio
 
-        result = await anyio.to_thread.run_sync(tools.call, name, arguments)
+        if submit is not None and name == "submit":
+            result = await anyio.to_thread.run_sync(submit)
+        else:
+            result = await anyio.to_thread.run_sync(tools.call, name, arguments)
         return types.CallToolResult(content=[types.TextContent(type="text", text=result.text)],
                                     structuredContent=_jsonable(result.data), isError=result.error)
 

@@ -192,6 +192,31 @@ def export_documents(world: Path, out: Path) -> int:
     return n
 
 
+AS_OF = "_as_of"   # an issue document of a cut world (`cut_documents`): its meta is its state at this moment
+
+
+def cut_documents(world: Path, cutoff: dt.datetime, hidden: Iterable[str], out: Path) -> int:
+    """The documents a view at `cutoff` without `hidden` reaches, as JSON lines (the published form), for a world
+    that holds nothing after the cutoff (a task folder that carries its world, e.g. Harbor's): every document
+    dated at or before it and not hidden, each issue as it stood then (its fields with later changes undone,
+    marked AS_OF, so `WorldView.issue` shows them as they are: the changes that undid them are not there).
+    Returns the count."""
+    view = World(world).at(cutoff, hidden)
+    n = 0
+    with open(out, "w", encoding="utf-8") as f:
+        for row in view._rows("SELECT * FROM docs WHERE ts <= ? ORDER BY id", (view.t,)):
+            doc = {c: row[c] for c in DOC_COLUMNS}
+            if row["cls"] == "issue":
+                issue = view.issue(row["native_id"])
+                if issue is None:
+                    continue
+                doc.update(title=issue["summary"], body=issue["description"],
+                           meta={**issue["fields"], AS_OF: cutoff.isoformat()})
+            f.write(json.dumps(doc, ensure_ascii=False, sort_keys=True, default=str) + "\n")
+            n += 1
+    return n
+
+
 def import_documents(documents: Path, dest: Path) -> Path:
     """A world file (with its full-text index) from published JSON lines; reused when already built."""
     import hashlib
@@ -505,8 +530,12 @@ class WorldView:
         thread = [r for r in everything if r["event_id"] not in self.hidden]
         fields = dict(head["meta"])
         changes = [r for r in thread if r["cls"] == "change"]
-        state = issue_state(fields, [(r["ts"], r["meta"]) for r in everything if r["cls"] == "change"],
-                            self.t, title=head["title"], body=head["body"])
+        if AS_OF in fields:     # a cut world's issue: already as it stood (its later changes are not there)
+            state = {k: v for k, v in fields.items() if k != AS_OF} | {"summary": head["title"],
+                                                                       "description": head["body"]}
+        else:
+            state = issue_state(fields, [(r["ts"], r["meta"]) for r in everything if r["cls"] == "change"],
+                                self.t, title=head["title"], body=head["body"])
         comments = [{"id": r["native_id"], "author": r["author"], "created": _iso(r["ts"]),
                      "body": (r["body"] or "")[:MAX_BODY]}
                     for r in thread if r["cls"] == "comment" and r["ts"] <= self.t]

@@ -106,11 +106,7 @@ def run_once(task: Task, worlds_dir: Path, sandbox, run_kind: str, command: str,
     if result.timed_out and (reference or run_kind.startswith("alt:")):  # our own replay did not finish:
         #                                                               infrastructure, not a score
         return Validation(**base, score=None, error_class="timeout", message=f"killed after {timeout_s}s")
-    from graders.communication import judge_context
-
-    context = judge_context(view, llm) if llm is not None else Context(view=view)
-    context.extra = extra
-    g = grade(task.rubric, actions, context)
+    g = grade_actions(task, actions, view, extra, llm)
     notes = [g.message] if g.message else []
     if g.score is not None:
         notes.append(f"graded {g.mode}: {g.summary()}")
@@ -124,6 +120,16 @@ def run_once(task: Task, worlds_dir: Path, sandbox, run_kind: str, command: str,
     if g.error_class == "infra" and reference:
         return Validation(**base, score=None, checks=g.checks, error_class="infra", message=g.message)
     return Validation(**base, score=g.score, checks=g.checks, error_class=g.error_class, message="; ".join(notes))
+
+
+def grade_actions(task: Task, actions: list, view, extra: dict | None = None, llm=None):
+    """The task's rubric over an action log, in its world view; `extra` holds what a verifier phase measured
+    (`{"verifier": ...}`); judge checks with `llm` (without: not run, counted)."""
+    from graders.communication import judge_context
+
+    context = judge_context(view, llm) if llm is not None else Context(view=view)
+    context.extra = dict(extra or {})
+    return grade(task.rubric, actions, context)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ EXAMPLES = """examples:
   taskmine extractors check ~/exports/acme
   taskmine families list                    # task families; also: checks list, sandboxes list
   taskmine serve --published .taskmine/published/acme --task 3f2a   # one task's tools over MCP (stdio)
+  taskmine serve --openenv --port 8000 --published .taskmine/published/acme   # OpenEnv reset/step/state
+  taskmine export harbor --dataset acme --out harbor-tasks/   # Harbor task folders
   taskmine review --dataset acme --n 50 --out review/   # an audit sheet for people; --read verdicts back
   taskmine difficulty --dataset acme       # per family: difficulty bands, baseline solve rate, grader FP/FN
   taskmine bench ingest --scale 50
@@ -267,33 +269,95 @@ def cmd_plugins(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    """`taskmine serve`: one published task's company tools as an MCP server on stdio, for a lab's agent harness
-    (the cutoff and hidden events enforced as in the sandbox; no shell: give the agent the task's repositories
-    with `load_dataset(...).repositories(task_id, dest)`). The action log is written to --log at the end."""
+    """`taskmine serve`: one published task's tools as an MCP server on stdio, for a lab's agent harness (the
+    tools its family uses, the cutoff and hidden events enforced as in the sandbox; a task with repositories
+    gets a sandbox session where they stand as at the cutoff, for the git, shell and file tools). Its `submit`
+    tool (or the client leaving) grades the task (a code task: its hidden tests) and writes the action log to
+    --log, the grade to --result. `--openenv`: every task of the dataset over HTTP with OpenEnv's reset/step/state."""
+    import json
+
     import anyio
 
     _env(args)
-    from environments.tools import mcp_server
     from warehouse.loader import DatasetError, load_dataset
 
     try:
         ds = load_dataset(args.published)
-        tools = ds.tools(args.task)
     except (DatasetError, FileNotFoundError) as exc:
         raise UserError(str(exc)) from None
+    from llm import LLM
+    from taskmine.paths import home
+
+    if args.openenv:
+        from taskmine import openenv_server
+
+        print(f"OpenEnv server for {ds.path} ({len(ds.tasks())} tasks) on http://{args.host}:{args.port} "
+              "(WebSocket /ws: reset(task_id=...), step({tool, arguments}), state)", file=sys.stderr, flush=True)
+        openenv_server.serve(ds.path, host=args.host, port=args.port, sandbox=args.sandbox, home=home(),
+                             llm=LLM.from_env())
+        return 0
+    if not args.task:
+        raise UserError("serve: give --task ID (one task over MCP on stdio), or --openenv --port P (every task)")
+    from environments.tools import mcp_server
+    from taskmine.serving import TaskSession
+
+    try:
+        session = TaskSession(ds, args.task, sandbox=args.sandbox, home=home(), llm=LLM.from_env())
+    except DatasetError as exc:
+        raise UserError(str(exc)) from None
+
+    from environments.tools import Result
+
+    def finish() -> Result:      # the `submit` tool, or the client leaving: the log first (it is quick), the grade
+        if args.log:
+            Path(args.log).write_text("".join(e.model_dump_json() + "\n" for e in session.actions))
+        g = session.grade()
+        if args.result:
+            Path(args.result).write_text(json.dumps({"task_id": session.task.task_id, **g.to_json()}, indent=1)
+                                         + "\n")
+        line = (f"{session.task.task_id} ({session.task.family}): score {g.score} ({g.summary})" if g.score is not None
+                else f"{session.task.task_id}: not graded ({g.error_class}): {g.message}")
+        print(f"taskmine serve: {line}", file=sys.stderr, flush=True)
+        return Result(f"graded: {line}", g.to_json(), error=g.score is None)
 
     async def main() -> None:
         from mcp.server.stdio import stdio_server
 
-        server = mcp_server(tools)
+        server = mcp_server(session.tools, submit=finish)
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
+    with session:
+        try:
+            anyio.run(main)
+        finally:
+            if session.graded is None:    # the client left without submitting (an MCP SDK client gives 2 s)
+                finish()
+    return 0
+
+
+def cmd_export(args) -> int:
+    """`taskmine export harbor`: a published dataset's tasks as Harbor task folders (taskmine.harbor)."""
+    _env(args)
+    from taskmine.paths import home
+
+    if not (args.published or args.dataset):
+        raise UserError("export: give --dataset NAME (published under TASKMINE_HOME) or --published DIR")
+    published = Path(args.published) if args.published else home() / "published" / args.dataset
+    if not published.exists():
+        raise UserError(f"no published dataset at {published}; run `taskmine run` first, or give --published DIR")
+    from environments.docker_cli import SandboxError
+    from taskmine import harbor
+    from warehouse.loader import DatasetError
+
+    started = time.monotonic()
     try:
-        anyio.run(main)
-    finally:
-        if args.log:
-            Path(args.log).write_text("".join(e.model_dump_json() + "\n" for e in tools.actions))
+        done = harbor.export(published, Path(args.out), tasks=args.task or None, home=home(),
+                             progress=lambda m: print(f"  {m}", flush=True))
+    except (DatasetError, SandboxError) as exc:
+        raise UserError(str(exc)) from None
+    print(f"{len(done)} Harbor task folders in {args.out} ({time.monotonic() - started:.0f}s); run one with "
+          "`harbor run -p <folder> -a oracle`")
     return 0
 
 
@@ -424,11 +488,34 @@ def parser() -> argparse.ArgumentParser:
     rv.add_argument("--read", nargs="+", metavar="VERDICTS", help="verdict files downloaded from the sheet")
     rv.set_defaults(fn=cmd_review)
 
-    sv = sub.add_parser("serve", help="serve one published task's company tools over MCP (stdio) for an agent harness")
+    sv = sub.add_parser("serve", help="serve a published task's tools over MCP (stdio), or every task over "
+                                      "OpenEnv's HTTP API (--openenv)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog="examples:\n"
+                               "  taskmine serve --published .taskmine/published/acme --task 3f2a --result grade.json\n"
+                               "  taskmine serve --openenv --port 8000 --published .taskmine/published/acme")
     sv.add_argument("--published", required=True, help="published/<dataset>[/<version>]")
-    sv.add_argument("--task", required=True, help="task id (a unique prefix is enough)")
+    sv.add_argument("--task", help="task id (a unique prefix is enough); MCP on stdio")
     sv.add_argument("--log", help="write the episode's action log here (JSON lines) when the client disconnects")
+    sv.add_argument("--result", help="write the task's grade here (JSON) when the client disconnects")
+    sv.add_argument("--sandbox", choices=["auto", "docker", "local"], default="auto",
+                    help="where a task's repositories live for git, shell and the file tools (default auto)")
+    sv.add_argument("--openenv", action="store_true", help="serve every task over HTTP with OpenEnv's "
+                                                           "reset/step/state (openenv-core)")
+    sv.add_argument("--host", default="127.0.0.1", help="--openenv: the address to listen on")
+    sv.add_argument("--port", type=int, default=8000, help="--openenv: the port (default 8000)")
     sv.set_defaults(fn=cmd_serve)
+
+    ex = sub.add_parser("export", help="export a published dataset's tasks in another format (harbor)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog="examples:\n  taskmine export harbor --dataset acme --out harbor-tasks/\n"
+                               "  taskmine export harbor --published .taskmine/published/acme --out h/ --task 3f2a")
+    ex.add_argument("format", choices=["harbor"])
+    ex.add_argument("--dataset", help="a dataset published under TASKMINE_HOME (its LATEST version)")
+    ex.add_argument("--published", help="or a published dataset folder")
+    ex.add_argument("--out", required=True, help="the folder for the task folders")
+    ex.add_argument("--task", action="append", help="only this task (a unique id prefix; repeatable)")
+    ex.set_defaults(fn=cmd_export)
 
     for plural, what in (("families", "task families"), ("checks", "grader checks"),
                          ("sandboxes", "sandbox backends")):

@@ -358,3 +358,99 @@ def test_a_lab_serves_a_published_task_over_mcp(pipeline, tmp_path):
     assert json.loads(log.read_text())["action"] == {"tool": "jira_update", "key": key, "type": None,
                                                       "priority": "Minor", "components": None, "assignee": None,
                                                       "resolution": None, "status": None, "duplicate_of": None}
+
+
+# --- a lab's own tools: MCP for every family, OpenEnv, Harbor (tests/lab_surfaces.py) --------------------------
+
+
+def _one_per_family(pub) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for t in sorted(load_dataset(pub).tasks(), key=lambda t: t["task_id"]):
+        out.setdefault(t["family"], t)
+    return out
+
+
+def test_an_mcp_only_agent_solves_a_task_of_every_family(pipeline, tmp_path):
+    """Over MCP alone (`taskmine serve`, the SDK's client), one task per family, each served only the tools its
+    family uses: a code task's fix written with write_file and applied with the shell in the task's sandbox (its
+    environment image, the repository at the fix's parent), graded by the verifier at `submit`: 1, doing nothing
+    0; a commit-link task answered after a look at git: 1; every other family's reference through its tools: 1."""
+    from lab_surfaces import mcp_agent
+
+    from environments import actions as A
+
+    tasks = _one_per_family(pipeline["pub"])
+    home = pipeline["store"].home
+    reads = {t.name() for t in A.READS}
+    repo_tools = {"git", "shell", "read_file", "list_files"}
+    for family, task in tasks.items():
+        got = mcp_agent(pipeline["pub"], task, home, tmp_path)
+        assert reads | {"submit"} <= got["tools"], family
+        assert (repo_tools <= got["tools"]) == (family in ("code_change", "commit_link")), (family, got["tools"])
+        assert ("write_file" in got["tools"]) == (family == "code_change"), family
+        assert not any(err for _, err, _ in got["answers"]), (family, got["answers"])
+        assert got["result"]["score"] == 1.0 and got["graded"]["score"] == 1.0, (family, got["result"])
+    assert tasks["ticket_triage"] and mcp_agent(pipeline["pub"], tasks["ticket_triage"], home, tmp_path,
+                                                act=False)["tools"] == reads | {"jira_update", "submit"}
+    null = mcp_agent(pipeline["pub"], tasks["code_change"], home, tmp_path, act=False)
+    assert null["result"]["score"] == 0.0
+
+
+def test_an_openenv_client_completes_a_task_of_every_family(pipeline):
+    """OpenEnv's own client on `taskmine serve --openenv`: reset(task_id) -> the prompt and tools; the oracle's
+    tool calls -> reward 1 at submit; nothing -> 0."""
+    from lab_surfaces import OpenEnvServer, openenv_episode
+
+    tasks = _one_per_family(pipeline["pub"])
+    assert len(tasks) >= 5
+    with OpenEnvServer(pipeline["pub"], pipeline["store"].home) as server:
+        for family, task in tasks.items():
+            ep = openenv_episode(server.url, task)
+            assert ep["first"].observation["prompt"] == task["prompt"] and not ep["first"].done
+            assert "submit" in {t["name"] for t in ep["first"].observation["tools"]}
+            assert not any(s.observation["error"] for s in ep["steps"]), (family, ep["steps"])
+            assert ep["last"].done and ep["last"].reward == 1.0, (family, ep["last"].observation)
+            assert ep["state"]["task_id"] == task["task_id"]
+            null = openenv_episode(server.url, task, act=False)
+            assert null["last"].done and null["last"].reward == 0.0, (family, null["last"].observation)
+
+
+def test_harbor_folders_of_every_family_score_oracle_1_and_null_0(pipeline, tmp_path):
+    """`taskmine export harbor` folders run as Harbor runs them (docker build of environment/, solution/solve.sh
+    as the agent user, tests/ copied in only then, test.sh, /logs/verifier/reward.txt): oracle 1, nothing 0. No
+    grader file is in the image the agent works in."""
+    import datetime as dt
+
+    from environments.sandbox import home_label
+    from environments.world import World
+    from taskmine import harbor
+
+    tasks = _one_per_family(pipeline["pub"])
+    home = pipeline["store"].home
+    try:
+        done = harbor.export(pipeline["pub"], tmp_path / "harbor", tasks=[t["task_id"] for t in tasks.values()],
+                             home=home)
+        assert {e.family for e in done} == set(tasks)
+        for e in done:
+            folder = e.folder
+            assert {p.name for p in folder.iterdir()} == {"instruction.md", "task.toml", "environment", "solution",
+                                                          "tests"}
+            assert not any("grading" in p.name or p.name == "test.sh" for p in (folder / "environment").rglob("*"))
+            # the agent's world holds no reference text and nothing after the cutoff
+            task = tasks[e.family]
+            world = World(folder / "environment" / "task" / "world" / "world.sqlite")
+            texts = [t for _, t in world.at(dt.datetime(2100, 1, 1, tzinfo=dt.UTC)).texts()]
+            cutoff = dt.datetime.fromisoformat(task["world_manifest"]["cutoff"])
+            assert len(texts) == len(list(world.at(cutoff).texts())) > 0, e.family
+            for a in task["reference"]["actions"]:
+                said = (a.get("body") or a.get("text") or "").strip()
+                if len(said) >= 40:
+                    assert not any(said[:40] in t for t in texts), e.family
+            box = (folder / "environment" / "task" / "box.json").read_text()
+            assert '"forbidden"' not in box and '"messages"' not in box
+            oracle = harbor.run_folder(folder, "oracle", keep_image=True)
+            assert oracle.reward == 1.0, (e.family, oracle.test_output[-1000:], oracle.grade)
+            null = harbor.run_folder(folder, "nop")
+            assert null.reward == 0.0, (e.family, null.test_output[-1000:], null.grade)
+    finally:
+        harbor.remove_images({"taskmine.home": home_label(home)})

@@ -109,10 +109,17 @@ class Probe:
         return out
 
 
+READ_TOOLS = tuple(t.name() for t in A.READS)
+REPO_TOOLS = ("git", "shell", "read_file", "list_files")   # reading a repository in the task's sandbox
+
+
 class Family(ABC):
     name: str = ""
     kinds: tuple[str, ...] = ("issue",)   # the work-item kinds it builds tasks from
     probe_max: float | None = None        # the family's default probe threshold (None: the dataset's probe_max)
+    # The tools an agent of the family is served (MCP, OpenEnv, Harbor): the reads and what the family's work
+    # needs; None: every tool. A task's own list (world["tools"]) wins; a reference's tools are always in.
+    tools: tuple[str, ...] | None = None
 
     @abstractmethod
     def build(self, ctx: BuildContext) -> Iterator[Draft | Rejection]:
@@ -320,3 +327,18 @@ def _task(ctx: BuildContext, family: Family, d: Draft, git_world: dict[str, dict
     return Task(task_id=task_id, dataset=ctx.dataset, family=family.name, item_id=d.item.item_id, prompt=d.prompt,
                 cutoff=d.cutoff, world=world, world_hash=wh, reference=reference,
                 rubric=d.rubric.model_dump(mode="json"), lineage=d.item.lineage, split=split, canary=mark)
+
+
+def served_tools(family: str, world: dict | None, reference: Iterable[dict] = ()) -> set[str] | None:
+    """The tools a task of `family` is served with: its world's own list when it has one, else the family's
+    (`Family.tools`) plus every tool its reference calls (so the real outcome can always be replayed); None:
+    every tool (a family that declares none, or one not registered here)."""
+    if (world or {}).get("tools") is not None:
+        return set(world["tools"])
+    try:
+        declared = registry("family").get(family).obj.tools
+    except KeyError:
+        return None
+    if declared is None:
+        return None
+    return set(declared) | {a["tool"] for a in reference if isinstance(a, dict) and a.get("tool")}

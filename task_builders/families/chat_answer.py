@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from environments import actions as A
 from graders.rubric import CheckSpec
-from task_builders.families import BuildContext, register_family
+from task_builders.families import READ_TOOLS, BuildContext, register_family
 from task_builders.families.communication import Communication, Exchange, Tools, thread_addresses
 from task_builders.signals import new_text
 from warehouse.schemas import Rejection, WorkItem
@@ -20,6 +20,7 @@ class ChatAnswer(Communication):
     """A chat question -> the answer someone else gave (the real answer is the reference)."""
 
     kinds = ("chat_answer",)
+    tools = (*READ_TOOLS, "slack_post")
     medium = "chat"
 
     def exchange(self, ctx: BuildContext, item: WorkItem, tools: Tools) -> Exchange | Rejection:

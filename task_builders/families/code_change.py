@@ -56,7 +56,7 @@ from environments.docker_cli import SandboxError
 from environments.gitworld import Branches, GitWorldError, git
 from graders import verifier
 from graders.rubric import CheckSpec, Rubric
-from task_builders.families import BuildContext, Draft, Family, Probe, register_family
+from task_builders.families import READ_TOOLS, REPO_TOOLS, BuildContext, Draft, Family, Probe, register_family
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Rejection, WorkItem
 
@@ -97,6 +97,7 @@ class CodeChange(Family):
 
     kinds = ("issue",)
     probe_max = PROBE_MAX
+    tools = (*READ_TOOLS, *REPO_TOOLS, "write_file")
 
     def build(self, ctx: BuildContext) -> Iterator[Draft | Rejection]:
         commits = {e.native_id: e for e in ctx.by_kind("commit")}

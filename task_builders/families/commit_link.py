@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from environments.actions import Answer
 from environments.gitworld import GitWorldError, git
 from graders.rubric import CheckSpec, Rubric
-from task_builders.families import BuildContext, Draft, Family, Probe, register_family
+from task_builders.families import READ_TOOLS, REPO_TOOLS, BuildContext, Draft, Family, Probe, register_family
 from task_builders.world import strip_keys
 from warehouse.schemas import Rejection
 
@@ -37,6 +37,8 @@ def _words(text: str) -> set[str]:
 @register_family("commit_link")
 class CommitLink(Family):
     """An issue and the repository days after its fix -> the SHA of the commit that fixed it."""
+
+    tools = (*READ_TOOLS, *REPO_TOOLS, "answer")
 
     def build(self, ctx: BuildContext) -> Iterator[Draft | Rejection]:
         commits = {e.native_id: e for e in ctx.by_kind("commit")}

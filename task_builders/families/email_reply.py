@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from environments import actions as A
 from graders.rubric import CheckSpec
-from task_builders.families import BuildContext, register_family
+from task_builders.families import READ_TOOLS, BuildContext, register_family
 from task_builders.families.communication import Communication, Exchange, Tools, roles, thread_addresses
 from task_builders.signals import new_text
 from warehouse.schemas import Rejection, WorkItem
@@ -24,6 +24,7 @@ class EmailReply(Communication):
     """An e-mail that asked for something -> the reply that answered it (the real reply is the reference)."""
 
     kinds = ("email_reply",)
+    tools = (*READ_TOOLS, "mail_reply", "mail_send")
     medium = "mail"
 
     def exchange(self, ctx: BuildContext, item: WorkItem, tools: Tools) -> Exchange | Rejection:

@@ -13,7 +13,7 @@ import datetime as dt
 
 from environments import actions as A
 from graders.rubric import CheckSpec
-from task_builders.families import BuildContext, register_family
+from task_builders.families import READ_TOOLS, BuildContext, register_family
 from task_builders.families.communication import Communication, Exchange, Tools, thread_addresses
 from task_builders.signals import new_text
 from warehouse.schemas import Event, Rejection, WorkItem
@@ -59,6 +59,7 @@ class ResolutionNote(Communication):
     """A ticket about to be resolved -> its resolution and the note explaining it (the real note)."""
 
     kinds = ("resolution",)
+    tools = (*READ_TOOLS, "jira_update", "jira_comment")
     medium = "ticket"
 
     def exchange(self, ctx: BuildContext, item: WorkItem, tools: Tools) -> Exchange | Rejection:

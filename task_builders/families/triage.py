@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 from environments.actions import JiraUpdate
 from graders.rubric import CheckSpec, Rubric
-from task_builders.families import BuildContext, Draft, Family, Probe, register_family
+from task_builders.families import READ_TOOLS, BuildContext, Draft, Family, Probe, register_family
 from warehouse.schemas import Event, Rejection
 
 FIELDS = {"issuetype": "type", "type": "type", "priority": "priority", "component": "components",
@@ -95,6 +95,7 @@ class TicketTriage(Family):
     # issue's triage, the values as filed) commonly shares the commonest type or priority, so half right is
     # no hack; a probe must stay under 3 of 4 (on the sample at 0.5 the sibling probe rejected 9 of 13)
     probe_max = 0.75
+    tools = (*READ_TOOLS, "jira_update")
 
     def build(self, ctx: BuildContext) -> Iterator[Draft | Rejection]:
         issues = {e.native_id: e for e in ctx.by_kind("issue_created")}
