@@ -444,7 +444,7 @@ _NOT_A_PERSON = frozenset("""
     privacy terms legal status support download downloads feed in pub company school groups hashtag search
     intent share home i ubuntu runner runneradmin ec2-user vagrant git build builder jenkins circleci travis
     app node www-data docker postgres nobody vscode codespace gitpod username yourname your_username you
-    all users default user administrator tmp
+    all users default user administrator tmp agent
 """.split())
 _FILEISH = re.compile(r"(?i)\.(?:html?|php|aspx?|jsp|json|xml|js|css|png|jpe?g|gif|svg|txt|md|pdf|rss|atom)$")
 _NAMEISH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")

@@ -159,7 +159,7 @@ NEGATIVE = [
     "diffstat +1000 -200 and @@ -12,7 +12,8 @@ and file.py:123:45",
     "https://github.com/apache/kafka https://github.com/features https://example.com/users/{id}",
     "https://example.com/users/me https://example.com/home/products https://example.com/user/login",
-    "/home/runner/work/app, /home/ubuntu/.ssh, /Users/Shared/file, /root/x",
+    "/home/runner/work/app, /home/ubuntu/.ssh, /Users/Shared/file, /root/x, /home/agent/repo",
     "Springfield, IL 62704 alone; 123 Main Street alone; SW1A 1AA alone",
     "look at this dot later",
     "jdbc:postgresql://db.example.com:5432/app?user=app",
