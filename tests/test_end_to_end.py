@@ -364,9 +364,12 @@ def test_a_lab_serves_a_published_task_over_mcp(pipeline, tmp_path):
 
 
 def _one_per_family(pub) -> dict[str, dict]:
+    """One task per family: its agent row joined with its grader row (the scripted agents replay the reference)."""
+    ds = load_dataset(pub)
     out: dict[str, dict] = {}
-    for t in sorted(load_dataset(pub).tasks(), key=lambda t: t["task_id"]):
-        out.setdefault(t["family"], t)
+    for t in sorted(ds.tasks(), key=lambda t: t["task_id"]):
+        if t["family"] not in out:
+            out[t["family"]] = {**t, **ds.grading(t["task_id"])}
     return out
 
 
