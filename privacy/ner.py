@@ -49,6 +49,7 @@ class Found(NamedTuple):
     kind: str
     value: str
     cue: bool
+    titled: bool = False  # a person right after a title ("Mr. Waxman", "Sen. Waxman")
 
 LABELS = {"PERSON": "person", "GPE": "place", "LOC": "place", "FAC": "place"}
 # Components that never help NER; excluded so they are neither loaded nor run.
@@ -209,8 +210,18 @@ class Ner:
                     kind = LABELS.get(ent.label_)
                     if kind:
                         out.append(Found(ent.start_char, ent.end_char, kind, ent.text,
-                                         cue_of(kind, doc.text, ent.start_char, ent.end_char)))
+                                         cue_of(kind, doc.text, ent.start_char, ent.end_char),
+                                         titled_of(kind, doc.text, ent.start_char)))
         return out, read, chars
+
+
+def titled_of(kind: str, text: str, start: int) -> bool:
+    """Whether a person span follows a title ("Mr. ", "Dr ", "Sen. "): see `names.accept_person`."""
+    if kind != "person":
+        return False
+    from privacy.names import TITLES_RX
+
+    return TITLES_RX.search(text, max(0, start - 16), start) is not None
 
 
 def cue_of(kind: str, text: str, start: int, end: int) -> bool:

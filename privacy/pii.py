@@ -5,6 +5,7 @@ Kinds and rules (one line each; the recognizer below holds the exact pattern):
   `user at host dot org` (the unbracketed one only with a common TLD, so prose is not an address), and
   pipermail's `user at host.org` (a generic TLD or a country code, and a label of 3+ characters), and an
   address a quoting client wrapped after a dot of its domain (`jane.roe@mail.\n>>> com`).
+  What `privacy.exceptions` excuses is no address: asset names (`icon@2x.png`) and Message-IDs.
 - phone: `+CC ...`/`00CC ...` with separators (8-15 digits; a group may continue on the next line, after quote
   markers), compact `+E.164`, NANP `(415) 555-0134` / `415-555-0134` (one separator kind), national trunk
   `020 7946 0958` (starts with 0, 9-12 digits) and `(047) 3321-0660` (trunk code in parentheses).
@@ -82,6 +83,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
+from privacy.exceptions import email_excused
 from privacy.patterns import EMAIL
 
 
@@ -190,7 +192,8 @@ def _emails(t: _Text) -> Iterator[_Cand]:
     s = t.s
     if "@" in s:
         for m in _anchored(s, s, "@", _EMAIL_BACK, EMAIL):
-            yield m.start(), m.end(), "email", _OTHER
+            if not email_excused(s, m.start(), m.end()):  # "Default@2x.png", "<20010614.123@host>"
+                yield m.start(), m.end(), "email", _OTHER
         if ".\n" in s:  # an address a quoting client wrapped after a dot: "jane.roe@mail.\n>>> com>"
             for m in _anchored(s, s, "@", _EMAIL_BACK, _EMAIL_WRAPPED):
                 yield m.start(), m.end(), "email", _OTHER
