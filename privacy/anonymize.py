@@ -43,8 +43,8 @@ from privacy import pii, routing
 from privacy.fastscrub import SEP, TermMatcher, norm, term_pattern
 from privacy.identity import Person, fold, is_bot, persons
 from privacy.names import (LowerCounts, Vocabulary, accept_person, frequency_rank, full_forms,
-                           handle_forms, is_english, name_parts, name_use, nicknames, ordinary_account, person_words,
-                           strong_cue)
+                           handle_forms, is_english, name_keys, name_parts, name_use, nicknames, ordinary_account,
+                           person_words, place_after, strong_cue)
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Identity
 
@@ -257,9 +257,10 @@ class Scrubber:
         alternation = "|".join(term_pattern(k) for k in sorted(self.terms, key=lambda s: (-len(s), s)))
         # Not part of a longer word or address; inside a host name it is replaced ("jdoe.blog.example").
         # An "@" before a name is a mention ("@First Last has joined"), unless a word precedes it (an address);
-        # a hyphen before it is a signature ("-Jeff") when nothing but blanks precede the hyphen on its line.
+        # one or two hyphens before it are a signature ("-Jeff", "--Ken").
         # A hyphen may follow (a branch "jdoe-patch-1"); a name word glued to one is checked in _term.
-        self._known = re.compile(rf"(?:(?<![\w@-])|(?<=^@)|(?<=[^\w.@-]@)|(?<=^-)|(?<=[ \t\n>]-))(?:{alternation})"
+        self._known = re.compile(rf"(?:(?<![\w@-])|(?<=^@)|(?<=[^\w.@-]@)|(?<=^-)|(?<=[ \t\n>]-)|(?<=^--)|"
+                                 rf"(?<=[ \t\n>]--))(?:{alternation})"
                                  r"(?![\w@])", re.IGNORECASE | re.MULTILINE) if self.terms else None
         self._known_regex = self._known  # the reference the fast matcher must equal (tests)
         if self._known is not None:  # same matches, in time that does not grow with the number of names
@@ -361,7 +362,8 @@ class Scrubber:
                 for given in (f, *nicks.get((pid, f), ())):
                     for form, style in full_forms(given, m, la):
                         if name_owner.get(fold(form)) == {pid}:
-                            add(form, Term(styled[style], "full", person=pid))
+                            # an account's name of ordinary words ("Risk Desk") only where used as a name
+                            add(form, Term(styled[style], "full", account, person=pid))
                 for handle, style in handle_forms(f, la):
                     if len(handle) >= 5 and not vocab.ordinary(handle) and not is_english(handle):
                         add(handle, Term(_handle(q, style), "handle", person=pid))
@@ -377,15 +379,20 @@ class Scrubber:
                                 outsider or vocab.ordinary(f) or len(ff) < 3 or ff in STOPWORDS, pid if unique else ""))
                 if len(ll) >= 2 and la[:1].isalpha():
                     unique = last_owner.get(ll) == {pid}
+                    # an outsider's surname is a claim of NER's: everywhere only when the surname list has it
+                    # and it is no English word ("Pritchard"), else where used as a name
+                    doubt = outsider and not (vocab.surname(la) and not is_english(la))
                     add(la, Term(q.last if unique else "[PERSON]", "last",
-                                 outsider or vocab.ordinary(la) or len(ll) < 3 or ll in STOPWORDS,
+                                 doubt or vocab.ordinary(la) or len(ll) < 3 or ll in STOPWORDS,
                                  pid if unique else ""))
                 for n in nicks.get((pid, f), ()):
                     fn = fold(n)
                     unique = nick_owner.get(fn) == {pid}
                     ordinary = vocab.ordinary(n) or len(fn) < 3 or fn in STOPWORDS
+                    # a diminutive that is a word and no given name of the lists ("Hap", "Kit", "Dot") needs a
+                    # strong cue; one people are named ("Rick", "Peg", "Bill") is read like a first name
                     add(n, Term(q.first if unique else "[PERSON]", "nick", ordinary, pid if unique else "",
-                                strict=ordinary))
+                                strict=ordinary and fn not in vocab.listed_first))
             if outsider:
                 for n in p.names:
                     words = n.split()
@@ -451,8 +458,7 @@ class Scrubber:
             if new is not None:
                 cands.append(Edit(r.start, r.end, new, "routing"))
         if self._known is not None:
-            for m in self._known.finditer(text):
-                new = self._term(text, m, code)
+            for m, new in self.decide(text, list(self._known.finditer(text)), code):
                 if new is not None:
                     term = self.terms.get(norm(m.group(0)))
                     cands.append(Edit(m.start(), m.end(), new, "term", term.person if term else "",
@@ -523,9 +529,35 @@ class Scrubber:
                 rf"(?<![\w-])((?:[a-z0-9-]+\.)*)({dom})(?![\w-]|\.[a-z])", re.IGNORECASE)
         return rx
 
-    def _term(self, text: str, m: re.Match, code: bool) -> str | None:
+    def decide(self, text: str, matches: list[re.Match], code: bool) -> list[tuple[re.Match, str | None]]:
+        """(match, replacement or None) for every known-string match of `text`, in two rounds: first with the
+        people the text names in full (`named`), then, for what stayed, with every person a first-round
+        replacement stands for too ("Rick, Hal: ... Swift will publish": the text speaks of Rick Swift)."""
+        named = self.named(matches)
+        out = [(m, self._term(text, m, code, named)) for m in matches]
+        if any(new is None for _, new in out):
+            more = named | {t.person for m, new in out if new is not None
+                            and (t := self.terms.get(norm(m.group(0)))) is not None and t.person}
+            if more != named:
+                out = [(m, new if new is not None else self._term(text, m, code, more)) for m, new in out]
+        return out
+
+    def named(self, matches: Iterable[re.Match]) -> frozenset[str]:
+        """The people a text names in full (a full name form of theirs among `matches`, the known-string matches
+        of the text): there, a capitalized first name or surname of theirs is theirs ("Victor Amadi ... Victor
+        can be reached at")."""
+        out = set()
+        for m in matches:
+            key = norm(m.group(0))
+            term = self.terms.get(key)
+            if term is not None and term.role == "full" and term.person and not term.ambiguous and " " in key \
+                    and "@" not in key:
+                out.add(term.person)
+        return frozenset(out)
+
+    def _term(self, text: str, m: re.Match, code: bool, named: frozenset[str] = frozenset()) -> str | None:
         """The replacement of the known string `m` matched in `text`, or None where it stays: the one decision
-        the first pass and the leak audit's detector share."""
+        the first pass and the leak audit's detector share. `named`: the people the text names in full."""
         s, e = m.start(), m.end()
         term = self.terms.get(norm(m.group(0)))
         if term is None:
@@ -537,20 +569,27 @@ class Scrubber:
             return None  # a word of a hyphenated name ("Jean-Luc"): not this name
         if (nxt[:1] == "." or text[s - 1:s] == ".") and _in_public_host(text, s, e):
             return None  # github.com, maven.apache.org: hosts of everyone
-        if term.ambiguous and not self._used_as_name(text, s, e, term, code):
+        if term.role in ("first", "nick") and place_after(text, e):
+            return None  # "Allen Center", "Jordan River": a place's name
+        if term.ambiguous and not self._used_as_name(text, s, e, term, code, named):
             return None
         if term.role == "place" and (_CAMEL.search(m.group(0)) or not m.group(0)[:1].isupper()):
             return None  # "IntelliJ", "intellij": an identifier, not the place NER saw
         return _rewrap(m.group(0), _cased(m.group(0), term.replacement))
 
-    def _used_as_name(self, text: str, s: int, e: int, term: Term, code: bool) -> bool:
+    def _used_as_name(self, text: str, s: int, e: int, term: Term, code: bool,
+                      named: frozenset[str] = frozenset()) -> bool:
         """Whether an ambiguous known word is used as a name at text[s:e]: `names.name_use` (`strong_cue` only
-        for a strict term), or, for a name word, beside another name of the same person ("Ken Lay", "Lay,
-        Kenneth", "Rick S. Buy")."""
+        for a strict term), or, for a capitalized name word, beside another name of the same person ("Ken Lay",
+        "Lay, Kenneth", "Rick S. Buy") or in a text that names that person in full."""
         role = "user" if term.role == "user" else ("first" if term.role == "nick" else term.role)
         if strong_cue(text, s, e, role) if term.strict else name_use(text, s, e, role, code):
             return True
-        return role != "user" and not code and bool(term.person) and self._beside_own_name(text, s, e, term.person)
+        if role == "user" or code or not term.person or not text[s:s + 1].isupper() or text[s:e].isupper():
+            return False
+        if _VERB_FIRST.match(text, e) and _sentence_start(text, s):
+            return False  # "Will you ...", "Mark the date": a verb opening a sentence
+        return term.person in named or self._beside_own_name(text, s, e, term.person)
 
     def _beside_own_name(self, text: str, s: int, e: int, person: str) -> bool:
         """Whether a given name or surname of `person` stands right before text[s:e] (an initial may sit
@@ -561,6 +600,9 @@ class Scrubber:
         here = fold(text[s:e])
         if not text[s:s + 1].isupper():
             return False  # "please fix it": words in lower case are words
+        initial = _INITIAL_BEFORE.search(text, max(0, s - 6), s)
+        if initial and initial.group(1).casefold() in {n[:1] for n in self.first_names.get(person, ())}:
+            return True  # "H. Page", "H Page": the initial of the person's given name
         return bool(before and fold(before.group(1)) in names - {here}) or \
             bool(after and fold(after.group(1)) in names - {here})
 
@@ -673,8 +715,8 @@ class Scrubber:
 _NAME_GAP = re.compile(r"[ \t]+(?:[A-Z]\.?[ \t]+|[(\"'\u201c][A-Z][\w'\u2019-]*[)\"'\u201d][ \t]+)?")
 # A capitalized word and an optional initial right before a surname ("Jeffrey S. " before "Whitaker"), or
 # initials alone ("J. ", "J ", "J.R. ", "JR " before "Roe"; not "A" or "I", which are words).
-_BEFORE_SURNAME = re.compile(r"([A-Z][a-z\u00df-\u00ff'\u2019-]+|[A-Z]\.(?:[ \t]?[A-Z]\.){0,2}|"
-                             r"(?<![\w.])[B-HJ-Z][A-Z]?)[ \t]+(?:[A-Z]\.?[ \t]+)?\Z")
+_BEFORE_SURNAME = re.compile(r"(?<![\w.$-])([A-Z][a-z\u00df-\u00ff'\u2019-]+|[A-Z]\.(?:[ \t]?[A-Z]\.){0,2}|"
+                             r"[B-HJ-Z][A-Z]?)[ \t]+(?:[A-Z]\.?[ \t]+)?\Z")
 _LIST_SUFFIX = re.compile(r"-(?:unsubscribe|subscribe|help|owner|request|digest|digest-unsubscribe|digest-subscribe|"
                           r"allow-subscribe|allow-unsubscribe|info|faq|index|get)$")
 
@@ -695,6 +737,15 @@ def _role_address(local: str, domain: str) -> bool:
 
 
 _WRAP = re.compile(SEP)
+_INITIAL_BEFORE = re.compile(r"(?<![\w.])([A-Z])\.?[ \t]+\Z")
+# A pronoun or determiner right after a sentence's first word: that word is a verb ("Will you", "Mark the").
+_VERB_FIRST = re.compile(r"[ \t]+(?:you|we|i|they|he|she|it|this|that|these|those|the|a|an|there|someone|anyone|"
+                         r"everyone|me|us|them|him|her|my|our|your|his|its|their)\b")
+
+
+def _sentence_start(text: str, s: int) -> bool:
+    before = text[max(0, s - 4):s].rstrip(" \t\"'(")
+    return not before or before[-1] in ".!?:\n"
 # A capitalized name word (and an initial) right before a span; right after it, a comma or blanks (and an
 # initial), then a capitalized name word: the neighbours `Scrubber._beside_own_name` reads.
 _WORD_BEFORE = re.compile(r"(?<![\w.-])([A-Z][\w'\u2019-]+)[ \t]+(?:[A-Z]\.?[ \t]+)?\Z")
@@ -866,6 +917,14 @@ def _strip_accents(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
+def _known_inside(words: list[str], known: Iterable[str]) -> bool:
+    """Whether folded `words` end or start with a known full name of two or more words, after a stray word
+    ("ping kathy lindqvist", "kathy lindqvist thanks")."""
+    known = set(known) if not isinstance(known, (set, dict, frozenset)) else known
+    return len(words) >= 3 and any(" ".join(words[i:]) in known for i in range(1, len(words) - 1)) or \
+        len(words) >= 3 and any(" ".join(words[:i]) in known for i in range(2, len(words)))
+
+
 def merge_namesakes(people: list[Person]) -> tuple[list[Person], dict[str, str]]:
     """People who share a full name (two or more words, folded) become one for pseudonyms: (merged people,
     person id -> the id it was merged into). Why: the identity graph keeps "Jane Roe <jane@a>" and "Jane Roe
@@ -916,19 +975,27 @@ class Anonymizer:
         # NER spans run over ("Karl Heinz Marbaise" after "Karl Heinz"): a name that extends a known or
         # shorter found name is that person too, and its whole span is replaced.
         owner = {fold(n): p.person_id for p in people for n in p.names if len(n.split()) >= 2}
+        # "Jeffrey M. Pellegrino", "Jeff Pellegrino": another form of a known person's name (a middle initial, a
+        # nickname) is that person's
+        keys = {k: p.person_id for p in people for n in p.names for k in name_keys(n)}
         extra: dict[str, list[str]] = {}
         found: dict[str, list[str]] = {}
         for n in sorted({fold(n): n for n in outsiders}.values(), key=lambda n: (len(n.split()), n)):
             words = fold(n).split()
             if fold(n) in owner:
                 continue
+            if _known_inside(words, owner) or _known_inside(words, keys):
+                continue  # "Ping Kathy Lindqvist": a known name with a stray word NER took along
             prefix = next((" ".join(words[:i]) for i in range(len(words) - 1, 1, -1)
                            if " ".join(words[:i]) in owner), None) if len(words) > 2 else None
-            pid = owner[prefix] if prefix else "x_" + content_hash("outsider", fold(n))[:16]
+            key = next((k for k in name_keys(n) if k in keys), None)
+            pid = owner[prefix] if prefix else keys[key] if key else "x_" + content_hash("outsider", fold(n))[:16]
             (extra if pid.startswith("p_") else found).setdefault(pid, []).append(n)
             owner[fold(n)] = pid
-        # a lone first name found ("Joshua") that starts a longer name ("Joshua Slive") is that person's
+        # a lone first name found ("Joshua") that starts a longer name ("Joshua Slive"), or that is a known
+        # person's nickname ("Ken" of Kenneth), is that person's
         starts = {k.split()[0] for k in owner if len(k.split()) >= 2}
+        starts |= {n for p in people for x in map(name_parts, p.names) if x for n in nicknames(x[0])}
         found = {pid: names for pid, names in found.items() if len(names) > 1 or len(names[0].split()) > 1
                  or fold(names[0]) not in starts}
         people = [Person(p.person_id, p.handles, tuple(sorted({*p.names, *extra.get(p.person_id, ())})), p.emails,
@@ -998,6 +1065,107 @@ class Anonymizer:
             "title": self.scrub(ev.title), "body": self.scrub(ev.body), "diff": self.scrub(ev.diff, code=True),
             "attrs": self._walk(ev.attrs), "provenance": self._walk(ev.provenance),
         })
+
+    def settle_people(self, events: list[Event], ner, seen: set[bytes] | None = None,
+                      batch: int = 256) -> tuple[list[Event], dict[str, int]]:
+        """The last pass for people in prose: anonymized events whose prose (the title, body and actor name the
+        leak audit reads as prose) still holds a person NER tags and the evidence rules accept (the audit's own
+        `Rules.fresh` and `Rules.people_spans`) get that person replaced, by a pseudonym of its own (the same
+        for the same name everywhere, added to the vault like any outsider's: the caller saves the vault), until
+        NER finds none (three rounds; a person still found then becomes "[PERSON]").
+
+        `seen`: digests of the paragraphs whose verdict is known (discovery read them in the raw text); it
+        grows by every paragraph this pass reads, so the audit afterwards reads only what changed since (its
+        `seen`). Returns the events and counts: paragraphs read, persons replaced, events changed."""
+        from privacy.audit import Rules, _digest  # the audit's own detector (audit imports this module's types)
+
+        rules = Rules.of(self, ner=ner, seen=seen if seen is not None else set())
+        verdicts: dict[bytes, list[tuple[int, int]]] = {}
+        stats = {"paragraphs_read": 0, "persons_found": 0, "events_changed": 0}
+        fields = ("title", "body", "actor_name")
+        out = list(events)
+        todo = list(range(len(out)))
+        for round_ in range(4):
+            changed: list[int] = []
+            for lo in range(0, len(todo), batch):
+                chunk = todo[lo:lo + batch]
+                fresh: list[str] = []
+                for i in chunk:
+                    for f in fields:
+                        fresh += rules.fresh(getattr(out[i], f) or "")
+                stats["paragraphs_read"] += len(fresh)
+                found: dict[int, list[tuple[int, int]]] = {}
+                for k, a, b in rules.people_spans(fresh) if fresh else ():
+                    found.setdefault(k, []).append((a, b))
+                for k, spans in found.items():
+                    verdicts[_digest(fresh[k])] = spans
+                    stats["persons_found"] += len(spans)
+                for i in chunk:
+                    update = {}
+                    for f in fields:
+                        text = getattr(out[i], f) or ""
+                        edits = self._people_edits(text, verdicts, last=round_ == 3)
+                        if edits:
+                            update[f] = _apply(text, edits)
+                    if update:
+                        out[i] = out[i].model_copy(update=update)
+                        changed.append(i)
+            if not changed:
+                break
+            todo = changed
+        stats["events_changed"] = sum(1 for a, b in zip(out, events, strict=True) if a is not b)
+        if seen is not None:
+            seen |= rules.seen
+        return out, stats
+
+    def plan_all(self, text: str, rules=None, code: bool = False) -> list[Edit]:
+        """Every edit anonymization makes to one text, on `text`: `Scrubber.plan` (the first pass and the
+        detector's last pass), then, with `rules` that have NER (`Rules.of(self, ner, seen)`), the last pass
+        for people in prose as `settle_people` makes it for the events of a dataset (one text at a time)."""
+        edits = self.scrub.plan(text, code)
+        if rules is None or rules.ner is None or code:
+            return edits
+        verdicts: dict[bytes, list[tuple[int, int]]] = {}
+        from privacy.audit import _digest  # the audit's paragraph digest (audit imports this module's types)
+
+        for round_ in range(4):
+            out = _apply(text, edits) if edits else text
+            fresh = rules.fresh(out)
+            for k, a, b in rules.people_spans(fresh) if fresh else ():
+                verdicts.setdefault(_digest(fresh[k]), []).append((a, b))
+            found = self._people_edits(out, verdicts, last=round_ == 3)
+            if not found:
+                break
+            edits = _compose(text, edits, out, found) if edits else found
+        return edits
+
+    def _people_edits(self, text: str, verdicts: dict, last: bool) -> list[Edit]:
+        """The edits that replace every person span the verdicts (paragraph digest -> spans) give for the
+        paragraphs of `text` (see settle_people)."""
+        if not text or not verdicts:
+            return []
+        from privacy.audit import _digest  # the audit's paragraph digest (audit imports this module's types)
+        from privacy.ner import paragraph_offsets, to_text
+
+        edits: list[Edit] = []
+        for para, starts in paragraph_offsets(text):
+            for a, b in verdicts.get(_digest(para)) or ():
+                s, e = to_text(para, starts, a), to_text(para, starts, b - 1) + 1
+                edits.append(Edit(s, e, "[PERSON]" if last else self._late_person(text[s:e]), "residue"))
+        return _settle(edits)
+
+    def _late_person(self, value: str) -> str:
+        """The pseudonym of a person the last pass found (consistent: one per name, kept in the vault), in the
+        span's own shape: a possessive kept, line wraps kept, a titled surname as a surname."""
+        words = person_words(value)
+        name = " ".join(words)
+        pid = "x_" + content_hash("outsider", fold(name))[:16]
+        if pid not in self.vault.pseudonyms:
+            self.vault.assign([Person(pid, (), (name,), (), ())])
+        q = self.vault.pseudonyms[pid]
+        new = q.full_name if len(words) >= 2 else q.last
+        tail = re.search(r"(?:'s|\u2019s|'|\u2019)$", value.rstrip())
+        return _rewrap(value, new) + (tail.group(0) if tail and len(words) else "")
 
     def git_identity(self, name: str, email: str) -> tuple[str, str]:
         """Map a git author/committer to the pseudonym of the person behind it."""
@@ -1166,8 +1334,12 @@ def discover(events: Iterable[Event], ner, allow: Iterable[str] = (), workers: i
     known_names = {fold(form) for p in people for n in p.names if (x := name_parts(n))
                    for form, _ in full_forms(*x)}
     known_names |= {fold(n) for p in people for n in p.names}
+    known_keys = {k for p in people for n in p.names for k in name_keys(n)}  # "Jeff Pellegrino", middle aside
+    known_names |= known_keys
     known_emails = {e.casefold() for p in people for e in p.emails}
     known_words = {fold(w) for p in people for n in p.names if (x := name_parts(n)) for w in (x[0], x[2])}
+    # a known person's nickname ("Ken" of Kenneth) is that person's, not an outsider's
+    known_words |= {k for p in people for n in p.names if (x := name_parts(n)) for k in nicknames(x[0])}
     vocab = Vocabulary(counts.counts, first=[x[0] for p in people for n in p.names if (x := name_parts(n))],
                        last=[x[2] for p in people for n in p.names if (x := name_parts(n))])
     accepted: dict[str, str] = {}
@@ -1176,7 +1348,8 @@ def discover(events: Iterable[Event], ner, allow: Iterable[str] = (), workers: i
         words = value.split()
         if is_bot(value):
             continue
-        if fold(value) in known_names:
+        if fold(value) in known_names or name_keys(value) & known_keys or _known_inside(fold(value).split(),
+                                                                                          known_names):
             candidates.append({"name": value, "seen": seen, "evidence": "known person", "accepted": False})
             continue
         if len(words) == 1:

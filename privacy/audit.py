@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 # trajectory (graders.trajectory) shows the tools' real answers, which carry them.
 OWN_DOMAINS = frozenset({"redacted.example", "message-id.invalid", "episode.invalid", "company.invalid"})
 PROSE_COLUMNS = frozenset({"title", "body", "prompt", "actor_name", "problem_statement", "hints_text", "messages"})
+# Columns of source code and diffs: the anonymizer scrubs them as code (`code=True`), and the audit reads them so.
+CODE_COLUMNS = frozenset({"diff", "patch", "test_patch"})
 _PLACEHOLDER = re.compile(r"^\[[A-Za-z_:]+\]$")
 
 
@@ -216,13 +218,10 @@ class Rules:
         scrub = self.scrub
         if scrub._known is None:
             return
-        for m in scrub._known.finditer(text):
+        for m, new in scrub.decide(text, list(scrub._known.finditer(text)), code):
             key = norm(m.group(0))
             term = scrub.terms.get(key)
-            if term is None or term.role == "place" or key in self.own or key in self.own_words:
-                continue
-            new = scrub._term(text, m, code)
-            if new is None:
+            if new is None or term is None or term.role == "place" or key in self.own or key in self.own_words:
                 continue
             kind = "email" if "@" in key else ("username" if term.role == "user" else "name")
             yield (Finding(m.start(), m.end(), kind, self.index.get(key, -1)),
@@ -391,12 +390,13 @@ def _audit(root: Path, rules: Rules, report: Report, manifest: bool, limit: int)
             listing = own_listing or "manifest" in where
             add(rel, where, text, secrets=False if listing else None,
                 patterns=False if listing or kind == "binary" else None, prose=kind == "prose",
-                whole_field=kind in ("prose", "field"))
+                whole_field=kind in ("prose", "field"), code=kind == "code")
     for repo in repos:
         report.files += 1
         rel = str(repo.relative_to(root))
         for where, text, kind in _git_texts(repo):
-            add(rel, where, text, prose=kind == "prose", patterns=False if kind == "binary" else None)
+            add(rel, where, text, prose=kind == "prose", patterns=False if kind == "binary" else None,
+                code=kind == "code")
     flush()
 
 
@@ -424,11 +424,12 @@ def _manifest_problems(root: Path, paths: list[Path]) -> Iterator[tuple[str, str
 
 
 def _texts(path: Path) -> Iterator[tuple[str, str, str]]:
-    """(where, text, kind) of a file: kind "prose" (NER reads it), "field" (a structured value) or "text"."""
+    """(where, text, kind) of a file: kind "prose" (NER reads it), "field" (a structured value), "code" (source
+    or a diff), "text" or "binary"."""
     if path.suffix == ".parquet":
         table = pq.read_table(path)
         for name in table.column_names:
-            kind = "prose" if name in PROSE_COLUMNS else "field"
+            kind = "prose" if name in PROSE_COLUMNS else ("code" if name in CODE_COLUMNS else "field")
             for i, v in enumerate(table.column(name).to_pylist()):
                 if v is None:
                     continue
@@ -524,7 +525,7 @@ def _git_texts(repo: Path) -> Iterator[tuple[str, str, str]]:
             sha, _, rest = record.strip("\n").partition("\x00")
             yield f"commit {sha[:12]}", rest, "prose"
     patches = subprocess.run(["git", "-C", str(repo), "log", "--all", "-p", "--format=%H"], capture_output=True)
-    yield "git log -p --all", patches.stdout.decode("utf-8", "replace"), "text"
+    yield "git log -p --all", patches.stdout.decode("utf-8", "replace"), "code"
     objs = subprocess.run(["git", "-C", str(repo), "rev-list", "--objects", "--all"], capture_output=True)
     shas = [line.split()[0] for line in objs.stdout.decode().splitlines() if line]
     if shas:
@@ -542,5 +543,5 @@ def _git_texts(repo: Path) -> Iterator[tuple[str, str, str]]:
             if head[1] != b"blob":
                 continue
             # a binary file (anonymization leaves it as it is): listed strings only, no patterns on noise
-            kind = "binary" if b"\0" in data[:8192] or len(data) > 2_000_000 else "text"
+            kind = "binary" if b"\0" in data[:8192] or len(data) > 2_000_000 else "code"
             yield f"blob {head[0].decode()[:12]}", data.decode("utf-8", "replace"), kind

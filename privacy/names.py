@@ -19,7 +19,8 @@ Sources (installed packages, read lazily and cached per process; nothing is down
 
 Invariants:
 - No work at import time; each table is built once per process, on first use.
-- `Vocabulary.ordinary(w)` is True when the dataset uses `w` in lower case at least twice, or `w` is a stop word
+- `Vocabulary.ordinary(w)` is True when the dataset uses `w` in lower case at least twice (once, for a word of
+  the English lexicon that is not mainly a name), or `w` is a stop word
   or a month or weekday, or an English word of the frequency list (or an inflection of one) that is not a name,
   or a common English word (frequency rank under `COMMON_RANK`) that is also a name but not mainly one
   (`NAME_DOMINANT` lists those that are). Everything else (real surnames, user names, rare words such as the
@@ -237,6 +238,8 @@ class Vocabulary:
             return True
         if not is_english(w):
             return False
+        if self.lower.get(w, 0) >= 1 and w not in NAME_DOMINANT:
+            return True  # an English word the dataset writes in lower case ("the swift rise") is a word here
         rank = frequency_rank(w)
         if w not in self.first and w not in self.last:
             # a lexicon word nobody writes (WordNet lists "barnard", "furnish"): rare enough to be a name
@@ -293,6 +296,8 @@ _SAID_AFTER = re.compile(
 _ATTRIBUTION = re.compile(r"(?:^|[\"\u201d'\s])[\u2014\u2015\u2013][ \t]*$")
 _HANDLE_BEFORE = re.compile(r"(?:@|\[~|~|\buser[ \t]+|\blogin[ \t]+|\bu/)$")
 _SENTENCE_END = frozenset(".!?:;")
+_INITIAL_AFTER = re.compile(r"[ \t]+[A-Z]\.?[ \t]*")
+_SENTENCE_BEFORE = re.compile(r"[a-z0-9)][.!?][ \t]+\Z")
 _TITLE_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
 _LINE_LEAD = re.compile(r"^[ \t]*(?:(?:>[ \t]?)+|[-*+#][ \t]+|\d{1,3}[.)][ \t]+)*[ \t]*")
 # A line that lists people: its key, then names separated by commas, semicolons or "and" (the name in question is
@@ -328,15 +333,19 @@ def strong_cue(text: str, start: int, end: int, role: str = "first") -> bool:
     if (_HANDLE_BEFORE.search(before[-8:]) or (role == "user" and after.startswith("@"))) \
             and not handle_excused(text, start, end):  # "@babel/core", "lodash@4.17.21" name packages
         return True
-    if _SAID_AFTER.match(after):
-        return True
+    said = _SAID_AFTER.match(after)
+    if said and (said.group(0).lstrip().startswith("<") or not text[start:end].islower() or role == "user"):
+        return True  # "Jane wrote", "Jane's", "jane <jane@...>": not "the bill reported", "the page's"
     lead = _LINE_LEAD.match(before)
     bare = before[lead.end():] if lead else before
     if role != "user" and (_LIST_LINE.match(bare) or _NAMES_LINE.fullmatch(text, line_start + len(before)
                                                                             - len(bare), line_end)):
         return True  # "Attendees: Lay, Skilling", "cc: Jeff, Rick", "Lay, Skilling; Fastow": a list of people
-    if not bare.strip(" \t-~") and not after.strip(" \t.,!-"):
-        return True  # a line of its own: a signature, a name on a routing line
+    if not bare.strip(" \t-~") and (not after.strip(" \t.,!-") or _INITIAL_AFTER.fullmatch(after)):
+        return True  # a line of its own: a signature ("Bill", "Bill C."), a name on a routing line
+    if role != "user" and _SENTENCE_BEFORE.search(bare) and not after.strip() and \
+            not text[line_end:line_end + 200].split("\n\n", 1)[0].strip():
+        return True  # "... the headcount plan. Sue": a sign-off ending the paragraph after the last sentence
     if not bare.strip() and after.startswith(">"):
         return True  # "Herbert> ..." : the name a supercite-style quote puts before every quoted line
     if _ATTRIBUTION.search(before[-12:]) and not after.strip(" \t.,;"):
@@ -454,13 +463,25 @@ def nicknames(first: str) -> frozenset[str]:
     return frozenset(n for n in down.get(f, frozenset()) | up.get(f, frozenset()) if len(n) >= 2 and n != f)
 
 
+def name_keys(display: str | None) -> set[str]:
+    """The folded "first last" keys a display name is known by, middle names and initials aside, with the
+    given name's nicknames ("Jeffrey M. Pellegrino" -> jeffrey pellegrino, jeff pellegrino, geoff pellegrino):
+    two names with a key in common are the same person's."""
+    parts = name_parts(display)
+    if parts is None:
+        return set()
+    f, _, la = parts
+    return {fold(f"{g} {la}") for g in (f, *nicknames(f))}
+
+
 def ordinary_account(words: list[str], vocab: Vocabulary) -> bool:
     """Whether a display name is made of ordinary words rather than a person's names ("Fix Please", "Build
-    Master", "Release Manager"): every word is ordinary and the first is no given name (of the lists or a
-    nickname's). Such an account is replaced as an account (its handles, its whole display name), never word
-    by word: its words in prose are the words ("Won't Fix")."""
+    Master", "Release Manager", "All Houston Employees"): its first and last words are ordinary and the first is
+    no given name (of the lists or a nickname's). Such an account is replaced as an account (its handles, its
+    whole display name where used as a name), never word by word: its words in prose are words ("Won't Fix")."""
     core = [w for w in words if len(w.rstrip(".")) >= 2]  # the lists, not the dataset's names: it is one of them
-    if not core or not all(vocab.ordinary(w) for w in core):
+    # its first and last words are ordinary ("All Houston Employees": a place between them changes nothing)
+    if not core or not (vocab.ordinary(core[0]) and vocab.ordinary(core[-1])):
         return False
     first = fold(core[0])
     return not (first in getattr(vocab, "listed_first", ()) or first in _nick_tables()[1]
@@ -497,6 +518,23 @@ def _ascii(word: str) -> list[str]:
 _PARTICLES = frozenset("van von der den de da del della di du la le bin ibn al el mac st".split())
 _NAME_WORD = re.compile(r"[A-Z\u00c0-\u00de][a-z\u00df-\u00ff]+(?:[-'\u2019][A-Z\u00c0-\u00de]?[a-z\u00df-\u00ff]+)*"
                         r"|(?:Mc|Mac|O')[A-Z][a-z]+|[A-Z]\.?")
+
+
+# A capitalized word after a given name that makes the two a place's or an organization's name, not a person's
+# ("Allen Center", "Jordan River", "Grant Park"): a given name there is no one's.
+PLACE_AFTER_WORDS = frozenset("""
+    center centre building tower towers plaza hall park square bridge river lake street avenue road drive
+    boulevard court place station airport hotel inn university college school institute hospital church bank
+    capital partners associates group corp corporation inc llc ltd company utilities energy systems securities
+    brokerage foundation fund trust county city mall stadium arena field island bay valley mountain canyon
+""".split())
+_PLACE_AFTER = re.compile(r"[ \t]+([A-Z][a-z]+)\b")
+
+
+def place_after(text: str, end: int) -> bool:
+    """Whether the word after text[:end] makes it part of a place's or an organization's name ("Allen Center")."""
+    m = _PLACE_AFTER.match(text, end)
+    return m is not None and m.group(1).casefold() in PLACE_AFTER_WORDS
 
 
 # Words after the first that make a tagged span no person's name ("Example St", "Bench Corp", "Jane Roe Software

@@ -263,6 +263,40 @@ def paragraphs(text: str) -> list[str]:
     return out
 
 
+def paragraph_offsets(text: str) -> list[tuple[str, list[int]]]:
+    """`paragraphs(text)`, each with the offsets in `text` where its lines start (after the quote markers): a
+    span NER finds in a paragraph is then a span of `text` (see `to_text`)."""
+    out: list[tuple[str, list[int]]] = []
+    block: list[str] = []
+    starts: list[int] = []
+    depth = 0
+    pos = 0
+    for line in text.split("\n"):
+        at = pos
+        pos += len(line) + 1
+        m = _QUOTE.match(line) if line[:1] in " \t>" else None
+        d = m.group(0).count(">") if m else 0
+        if m:
+            line = line[m.end():]
+            at += m.end()
+        if block and (d != depth or not line.strip()):
+            out.append(("\n".join(block), starts))
+            block, starts = [], []
+        depth = d
+        if line.strip():
+            block.append(line)
+            starts.append(at)
+    if block:
+        out.append(("\n".join(block), starts))
+    return out
+
+
+def to_text(paragraph: str, starts: list[int], pos: int) -> int:
+    """The offset in the text of offset `pos` of a paragraph whose lines start at `starts` in it."""
+    line = paragraph.count("\n", 0, pos)
+    return starts[line] + pos - (paragraph.rfind("\n", 0, pos) + 1 if line else 0)
+
+
 def may_name(tokens: Iterable[str], stop_words: Iterable[str] = frozenset()) -> bool:
     """Whether a paragraph with these tokens can hold a name or place: some token is made of letters (and
     hyphens/apostrophes) with a capital letter, or of a script without case, and is not a stop word
