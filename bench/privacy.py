@@ -9,7 +9,8 @@ anywhere but a temporary TASKMINE_HOME that is deleted afterwards.
    text: each message is found again by its file, offset or maildir member, and refused when its body or any labelled
    span no longer hashes the same (the extractor changed: relabel). Our side is the anonymize stage as the pipeline
    runs it on the whole dataset the message belongs to (identities from every header, NER and routing-line discovery
-   over every message, then `Scrubber.plan` on the body: the replacements the stage makes). Presidio's side is
+   over every message, then `Anonymizer.plan_all` on the body: the replacements the stage makes, its last passes
+   included, NER on the paragraphs anonymization changed). Presidio's side is
    `AnalyzerEngine` with its default recognizers on the same spaCy model (`bench.anonymize.presidio_engine`), every
    body analyzed; its anonymizer replaces every result, so a result of any type counts.
    - person recall: labelled person spans whose every letter and digit is inside a replacement (a first name replaced
@@ -18,6 +19,9 @@ anywhere but a temporary TASKMINE_HOME that is deleted afterwards.
    - ordinary words changed: words of the English lexicon (`privacy.names.is_english`: spaCy's WordNet tables and
      stop words) outside every labelled span, that a replacement (a result, for Presidio) overlaps, over all such
      words.
+   The same for the invented corporate-mail sets (`bench/corporate.py`: `bench/data/corporate_mail/devset.txt`,
+   and `heldout.txt`, written and labelled after tuning on the dev set): each written as an mbox, ingested and
+   anonymized as a dataset of its own (its headers are the identity graph), its messages found by Message-ID.
 2. The real Jira, GitHub, Slack and git exports: titles and bodies (commit messages) after anonymization, words (a
    letter, then letters, digits and `_'-`, two characters or more) that are no part of a known identity or accepted
    outsider (their names, user names, addresses and the handles made of their names) nor of an e-mail address or

@@ -10,15 +10,30 @@ Invariants:
   sized to the identity graph (double-barrelled surnames before any number).
 - A text is scrubbed in one pass over the original: every recognizer proposes replacements (Message-IDs,
   `privacy.pii` patterns, `privacy.routing` names, known identity strings, company domains), overlaps are
-  settled by priority in that order (then the longer span), and the text is rewritten once.
-- A known person is known in every form: full name, "Last, First", "F. Last", with middle names or initials,
-  the user names and mailboxes, the handles people make of their name ("jane.roe", "janeroe", "jroe") and
-  any of those in a URL path or host. Full forms, addresses and distinctive tokens are replaced wherever they
-  occur; a single first name, surname or user name that is also an ordinary word of the language or of this
-  dataset (`privacy.names.Vocabulary.ordinary`) only where the text uses it as a name (`names.name_use`).
-- An outsider (a person no structured field names) exists only with evidence (`discover`): NER's claim plus a
-  first-name or surname list or a name-shaped context, or a routing line. Its full name is replaced
-  everywhere, a single word of it only where used as a name.
+  settled by priority in that order (then the longer span), and the text is rewritten once. Then the last pass:
+  the leak audit's own detector (`privacy.audit.Rules`, built from this Scrubber: its known strings and its
+  decision `decide`, the same recognizers, the same exceptions) reads the result, and what it still finds is
+  replaced the same way, the edits composed onto the original, until it finds nothing; for people in prose,
+  `Anonymizer.settle_people` does the same with NER on every paragraph anonymization changed. So the audit
+  never refuses what anonymization wrote (`audit(anonymize(x))` is empty).
+- A known person is known in every form: full name, "Last, First", "F. Last", "F Last", "F.M. Last", with
+  middle names or initials, the nicknames of the given name from a curated list (`names.nicknames`: "Steve" and
+  "Steve Roe" for Steven Roe), possessives, any of those wrapped over a line (quote markers too), the user names
+  and mailboxes, the handles people make of their name ("jane.roe", "janeroe", "jroe") and any of those in a URL
+  path or host. Full forms, addresses and distinctive tokens are replaced wherever they occur; a single first
+  name, nickname, surname or user name that is also an ordinary word of the language or of this dataset
+  (`privacy.names.Vocabulary.ordinary`: "Page", "Swift", "Bill") only where the text uses it as a name
+  (`names.name_use`: a title, a greeting, a list of people, a signature; or beside another name of the person,
+  or in a text that names the person in full), and never before a place word ("Allen Center").
+- An account whose display name is ordinary words ("Fix Please", "Risk Desk": `names.ordinary_account`) is
+  replaced as an account (its handles, its whole name where used as a name), never word by word: "Won't Fix"
+  stays.
+- An outsider (a person no structured field names) exists only with evidence (`discover`, with the rule the
+  audit applies: `names.accept_person`): NER's claim plus a first-name or surname list or a name-shaped context
+  (middle initials, a line wrap or a possessive change nothing), a surname after a title ("Mr. X"), or a routing
+  line; the forms of a known person's name (a nickname, a middle initial) are that person's. Its full name is
+  replaced everywhere, a single word of it only where used as a name (a surname on the surname list that is no
+  English word everywhere). A reviewed allow-list of public figures (`allow` in taskmine.toml) keeps a name.
 - Public hosts (`PUBLIC_HOSTS`: code hosting, mail providers, foundations) are never a company domain and a
   known string inside their names is never replaced; URL schemes are never replaced. Source code (`code=True`:
   repository files, diffs) keeps its identifiers: an ordinary word there is replaced only with a strong cue.
@@ -239,6 +254,7 @@ class Scrubber:
         self._build_terms(people, outsiders, places)
         self.known_emails = {e.casefold(): vault.pseudonyms[p.person_id].email for p in people for e in p.emails}
         self.person_by_email = {e.casefold(): p.person_id for p in people for e in p.emails}
+        self.allow = {fold(a) for a in allow}  # reviewed public names and domains: nobody's to replace or refuse
         self.domains = company_domains(people, vault, allow)
         self.fake_domains = set(self.domains.values())
         self.own_emails = {q.email.casefold() for q in vault.pseudonyms.values()}

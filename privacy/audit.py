@@ -1,31 +1,47 @@
 """The leak audit: one function, `audit(root, rules)`, that every gate uses (publish, `taskmine audit`, the
-`anonymized_leaks` and `leak_audit` asset checks), so what blocks a run is decided in one place.
+`anonymized_leaks` and `leak_audit` asset checks), so what blocks a run is decided in one place; and its detector
+(`Rules`) is the anonymizer's last pass, so what the audit refuses the anonymizer has replaced (convention 20).
 
 What it looks for (`Rules`, built for one dataset by `Rules.of(anonymizer, ner)`):
-- the dataset's known real identity strings: full names, addresses, and single-word names and user names; a
-  single word that is also an ordinary word ("family", "e-mail") counts only where it is used as a user name
-  (`privacy.names.strong_cue`: "@family", "[~family]", "family@", a field of its own), never as the word;
+- the dataset's known identity strings, which are the anonymizer's own (`Scrubber.terms`: every form of every
+  person: full names, "Last, First", with middle initials, nicknames from a curated list, the handles made of a
+  name, addresses, user names), any whitespace or a line wrap with its quote markers standing for a space; and
+  whether one counts where it stands is the anonymizer's own decision (`Scrubber.decide`): a word that is also
+  an ordinary word ("Page", "family") only where the text uses it as a name (a title, a greeting, a list of
+  people, a signature, beside another name of the person, in a text that names the person in full), never in a
+  URL scheme or a public host, in code only with a strong cue; an account whose name is ordinary words ("Fix
+  Please") only as a whole;
 - everything the pattern recognizers find (`privacy.pii`: e-mail addresses, phones, postal addresses, IPs,
-  personal URLs, cards, IBANs, SSNs, secrets), except our own output: pseudonyms and their addresses, the fake
-  domains, placeholders, opaque Message-IDs, and the list and role addresses the anonymizer keeps;
+  personal URLs, cards, IBANs, SSNs, secrets and credentials, in code and diffs too), except our own output
+  (pseudonyms and their addresses, the fake domains, placeholders, opaque Message-IDs, the list and role
+  addresses the anonymizer keeps) and what `privacy.exceptions` excuses (asset names like `icon@2x.png`, package
+  scopes, `pkg@1.2.3`, Message-IDs): the anonymizer calls the same recognizers, so neither refuses what the
+  other keeps;
 - with NER, people in prose (titles, bodies, prompts, JSON strings, text files, commit messages): a person NER
-  tags and the evidence rules accept (`names.person_evidence`, as `anonymize.discover` decides), that is not a
-  pseudonym. Prose paragraphs identical to a raw paragraph discovery already read are skipped: NER would say
-  the same of them, and a person accepted there was replaced, so the paragraph would have changed. The audit's
-  NER reads only what anonymization changed, a fraction of what discovery read.
+  tags and the evidence rules accept (`names.accept_person`, the rule `anonymize.discover` applies), that is not
+  a pseudonym. Paragraphs whose verdict is known are skipped (`seen`): a raw paragraph discovery read unchanged
+  (NER would say the same of it, and a person accepted there was replaced, so the paragraph would have changed),
+  and a paragraph the anonymizer's last pass read (`Anonymizer.settle_people` runs `fresh` and `people_spans`
+  of these same rules on what anonymization changed, and replaces what they find).
 - with `manifest`, that every file matches the published manifest.json (sha256), and nothing is missing or extra.
+
+What a caller gets per text (`Rules.spans`, `Rules.find`, `Rules.residue`; cheap enough for every record after
+anonymization; see `Rules`): the kind and the offsets of each finding and the listed string's index, never the
+string. `audit` walks files with them.
 
 Invariants:
 - Every file under `root` is scanned (or `root` itself when it is a file): Parquet column by column (a value
-  that is a JSON document as its strings, like a JSON file), JSON as its
+  that is a JSON document as its strings, like a JSON file; `diff`, `patch` and `test_patch` as code), JSON as its
   string values (or as text when it does not parse), JSON lines (the published world's documents.jsonl) line by
   line as records whose title/body are prose, git bundles and repositories through the history they hold
-  (every commit's identities, message and patch, and every blob of every tree), anything else as text decoded
-  leniently.
+  (every commit's identities and message as prose, its patch and every blob of every tree as code), anything else
+  as text decoded leniently.
 - A hit names the file, where in it, and the kind of what was found, never the string itself (the report may be
   shown to people); `index` is a listed string's position in the rules' list, for the owner to look it up.
 - Our own sha256 listings (manifest.json, the world_manifest column) are hashes next to file names like auth.py:
   only identity strings are searched there (the secret recognizers would read assignments).
+- `audit(anonymize(x))` is empty: anonymizing a text runs these rules on the result and replaces what they find
+  (`Scrubber.plan`, `Anonymizer.settle_people`); tests/test_real_anonymization.py holds it on every real export.
 """
 
 from __future__ import annotations
@@ -154,6 +170,7 @@ class Rules:
         self.patterns, self.secrets = patterns, secrets
         self.keep_email = keep_email or (lambda address: False)
         self.orgs: set[str] = set()
+        self.allow: set[str] = set()  # folded names the dataset's config allows (reviewed public figures)
         self.scrub = None  # the anonymizer's Scrubber, when the rules are a dataset's
         self.ner, self.vocab, self.seen = ner, vocab, seen if seen is not None else set()
 
@@ -170,6 +187,7 @@ class Rules:
         rules = cls(own=scrub.own_strings(), keep_email=scrub.kept_email, ner=ner, vocab=scrub.vocab, seen=seen)
         rules.scrub = scrub
         rules.orgs = set(scrub.orgs)
+        rules.allow = set(getattr(scrub, "allow", ()))
         rules.strings = order(k for k, t in scrub.terms.items() if t.role != "place")
         rules.index = {s: i for i, s in enumerate(rules.strings)}
         return rules
@@ -299,7 +317,7 @@ class Rules:
     def people_spans(self, paragraphs: list[str]) -> Iterator[tuple[int, int, int]]:
         """(index in `paragraphs`, start, end) of every person NER tags there that `names.accept_person` accepts
         (the rule `anonymize.discover` applies to the raw text) and that is no pseudonym of ours."""
-        from privacy.names import accept_person, person_words
+        from privacy.names import accept_person, fold, person_words
         from privacy.ner import cue_of, titled_of
 
         self.ner_read += len(paragraphs)
@@ -309,7 +327,8 @@ class Rules:
                 if sp.kind != "person":
                     continue
                 words = person_words(sp.value)
-                if not words or any(w.casefold().strip(".,") in self.own_words for w in words):
+                if not words or any(w.casefold().strip(".,") in self.own_words for w in words) or \
+                        fold(" ".join(words)) in self.allow:
                     continue
                 if accept_person(sp.value, self.vocab, cue_of("person", text, sp.start, sp.end),
                                  titled_of("person", text, sp.start)):

@@ -201,3 +201,19 @@ def test_the_last_pass_replaces_a_person_ner_sees_only_after_anonymization(tmp_p
     assert audit(store.partition("anonymized_events", "d"), rules).hits == []
     again, _ = anon.settle_people([out], ner, set())
     assert again[0].body == settled[0].body  # the same pseudonym for the same name
+
+
+def test_a_reviewed_public_figure_on_allow_is_neither_replaced_nor_refused(tmp_path):
+    body = "Sen. Edmund R. Tallis said the bill would pass; Laurel K. Whitmire reported it."
+    ev = Event(event_id="e1", dataset="d", source="mail", kind="email", native_id="1", ts=T0, body=body)
+    ner = FakeNer(["Laurel K. Whitmire", "Edmund R. Tallis"])
+    found = discover([ev], ner, allow=["Edmund R. Tallis"])
+    anon = Anonymizer([], Vault(Path(os.devnull), "salt", "corp-test.example", {}), outsiders=found.outsiders,
+                      lower=found.lower, allow=["Edmund R. Tallis"])
+    settled, _ = anon.settle_people([anon.event(ev)], ner, set())
+    assert "Edmund R. Tallis" in settled[0].body and "Whitmire" not in settled[0].body
+    from warehouse.store import Store
+
+    store = Store(tmp_path / "home")
+    store.replace("anonymized_events", "d", settled)
+    assert audit(store.partition("anonymized_events", "d"), Rules.of(anon, ner=ner, seen=set())).hits == []
