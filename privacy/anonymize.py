@@ -405,10 +405,11 @@ class Scrubber:
                     fn = fold(n)
                     unique = nick_owner.get(fn) == {pid}
                     ordinary = vocab.ordinary(n) or len(fn) < 3 or fn in STOPWORDS
-                    # a diminutive that is a word and no given name of the lists ("Hap", "Kit", "Dot") needs a
-                    # strong cue; one people are named ("Rick", "Peg", "Bill") is read like a first name
+                    # a nickname that is also a word ("Bill", "Mac", "Rick") is a weaker claim than a name the
+                    # person was seen with: a strong cue, another name of theirs beside it, or a text that names
+                    # them (never a capital in mid-sentence alone: "on the Mac")
                     add(n, Term(q.first if unique else "[PERSON]", "nick", ordinary, pid if unique else "",
-                                strict=ordinary and fn not in vocab.listed_first))
+                                strict=ordinary))
             if outsider:
                 for n in p.names:
                     words = n.split()
@@ -499,7 +500,7 @@ class Scrubber:
             prev = out[-1] if out else None
             own_first = prev is not None and (
                 prev.person == e.person or fold(text[prev.start:prev.end]) in self.first_names.get(e.person, ()))
-            if own_first and prev.source == "term" and prev.role == "first" \
+            if own_first and prev.source == "term" and prev.role in ("first", "nick") \
                     and _NAME_GAP.fullmatch(text, prev.end, e.start):
                 # "Jeff M. Whitaker", "Riyafa (Harry) Hameed": first name, initial or nickname, surname: one name
                 out[-1] = Edit(prev.start, e.end, _cased(text[prev.start:e.end], q.full_name), "term", e.person,
@@ -514,7 +515,7 @@ class Scrubber:
             prev = out[-1] if out else None
             if prev is not None and prev.end > m.start():
                 # the first name was replaced already: one name when it is this person's (or only a placeholder)
-                if prev.start == m.start() and prev.source == "term" and prev.role == "first" and (
+                if prev.start == m.start() and prev.source == "term" and prev.role in ("first", "nick") and (
                         prev.person == e.person or fold(word) in self.first_names.get(e.person, ())):
                     out[-1] = Edit(prev.start, e.end, _cased(text[prev.start:e.end], q.full_name), "term",
                                    e.person, "full")
@@ -581,7 +582,7 @@ class Scrubber:
         nxt = text[e:e + 3]
         if nxt.startswith("://"):
             return None  # a URL scheme
-        if nxt[:1] == "-" and nxt[1:2].isalpha() and term.role in ("first", "last", "place"):
+        if nxt[:1] == "-" and nxt[1:2].isalpha() and term.role in ("first", "last", "nick", "place"):
             return None  # a word of a hyphenated name ("Jean-Luc"): not this name
         if (nxt[:1] == "." or text[s - 1:s] == ".") and _in_public_host(text, s, e):
             return None  # github.com, maven.apache.org: hosts of everyone
@@ -599,7 +600,8 @@ class Scrubber:
         for a strict term), or, for a capitalized name word, beside another name of the same person ("Ken Lay",
         "Lay, Kenneth", "Rick S. Buy") or in a text that names that person in full."""
         role = "user" if term.role == "user" else ("first" if term.role == "nick" else term.role)
-        if strong_cue(text, s, e, role) if term.strict else name_use(text, s, e, role, code):
+        if (strong_cue(text, s, e, role) or (not code and _vocative(text, s, e))) if term.strict \
+                else name_use(text, s, e, role, code):
             return True
         if role == "user" or code or not term.person or not text[s:s + 1].isupper() or text[s:e].isupper():
             return False
@@ -757,6 +759,16 @@ _INITIAL_BEFORE = re.compile(r"(?<![\w.])([A-Z])\.?[ \t]+\Z")
 # A pronoun or determiner right after a sentence's first word: that word is a verb ("Will you", "Mark the").
 _VERB_FIRST = re.compile(r"[ \t]+(?:you|we|i|they|he|she|it|this|that|these|those|the|a|an|there|someone|anyone|"
                          r"everyone|me|us|them|him|her|my|our|your|his|its|their)\b")
+
+
+# Whom a message speaks to, at the start of a line: "Rick, ...", "Bill - ...", "Mike, Rick -", "Rick, Hal:".
+_VOCATIVE_BEFORE = re.compile(r"(?:^|\n)(?:[ \t]*>)*[ \t]*(?:[A-Z][a-z'\u2019]+[ \t]*(?:,|&|\band\b)[ \t]*){0,3}\Z")
+_VOCATIVE_AFTER = re.compile(r"[ \t]*(?:,|[ \t]-[ \t]|[ \t]?\u2013[ \t]|:(?=[ \t]*$)|-[ \t]*$)", re.M)
+
+
+def _vocative(text: str, s: int, e: int) -> bool:
+    """Whether text[s:e] is a name a message addresses at the start of a line (see _VOCATIVE_BEFORE)."""
+    return _VOCATIVE_BEFORE.search(text, max(0, s - 60), s) is not None and _VOCATIVE_AFTER.match(text, e) is not None
 
 
 def _sentence_start(text: str, s: int) -> bool:

@@ -330,7 +330,10 @@ def strong_cue(text: str, start: int, end: int, role: str = "first") -> bool:
     line_end = len(text) if line_end < 0 else line_end
     before = text[line_start:start]
     after = text[end:line_end]
-    if (_HANDLE_BEFORE.search(before[-8:]) or (role == "user" and after.startswith("@"))) \
+    handle = _HANDLE_BEFORE.search(before[-8:])
+    if handle and handle.group(0)[:1] in "ul" and text[start:end].casefold() in stop_words():
+        handle = None  # "the user will be ...": a word after "user", not a user name
+    if (handle or (role == "user" and after.startswith("@"))) \
             and not handle_excused(text, start, end):  # "@babel/core", "lodash@4.17.21" name packages
         return True
     said = _SAID_AFTER.match(after)
