@@ -1039,6 +1039,7 @@ class Anonymizer:
                                 last=[x[2] for p in self.people for n in p.names if (x := name_parts(n))])
         self.scrub = Scrubber(self.people, vault, message_ids, places, allow, self.outsiders, self.vocab, lists, orgs)
         self.person_of = {i.handle: canonical.get(i.person_id, i.person_id) for i in identities}
+        self.people_verdicts: dict[bytes, list[tuple[int, int]]] = {}  # the last pass's people, per paragraph
 
     def pseudonym(self, handle: str | None) -> Pseudonym | None:
         pid = self.person_of.get(handle or "")
@@ -1127,6 +1128,7 @@ class Anonymizer:
                     found.setdefault(k, []).append((a, b))
                 for k, spans in found.items():
                     verdicts[_digest(fresh[k])] = spans
+                    rules.seen.discard(_digest(fresh[k]))  # not clean: the audit reads any copy left elsewhere
                     stats["persons_found"] += len(spans)
                 for i in chunk:
                     update = {}
@@ -1142,9 +1144,20 @@ class Anonymizer:
                 break
             todo = changed
         stats["events_changed"] = sum(1 for a, b in zip(out, events, strict=True) if a is not b)
+        self.people_verdicts.update(verdicts)
         if seen is not None:
             seen |= rules.seen
         return out, stats
+
+    def prose(self, text: str | None) -> str | None:
+        """`scrub(text)`, then the people the last pass found in the events (`settle_people`) replaced where the
+        same paragraph occurs here too: for prose outside the events that repeats theirs (the commit messages of
+        a rewritten repository)."""
+        out = self.scrub(text)
+        if not out or not self.people_verdicts:
+            return out
+        edits = self._people_edits(out, self.people_verdicts, last=False)
+        return _apply(out, edits) if edits else out
 
     def plan_all(self, text: str, rules=None, code: bool = False) -> list[Edit]:
         """Every edit anonymization makes to one text, on `text`: `Scrubber.plan` (the first pass and the
@@ -1161,6 +1174,7 @@ class Anonymizer:
             fresh = rules.fresh(out)
             for k, a, b in rules.people_spans(fresh) if fresh else ():
                 verdicts.setdefault(_digest(fresh[k]), []).append((a, b))
+                rules.seen.discard(_digest(fresh[k]))
             found = self._people_edits(out, verdicts, last=round_ == 3)
             if not found:
                 break
@@ -1204,11 +1218,13 @@ class Anonymizer:
         return (self.scrub(name) or "unknown"), (self.scrub(email) or "")
 
     def known_strings(self) -> list[str]:
-        """Every real identity string the leak audit must not find in published files."""
+        """The main real identity strings of the dataset (full names, addresses, distinctive single names and user
+        names), as written: for a person to look at. The leak audit reads every form the Scrubber knows
+        (`Scrubber.terms`, through `privacy.audit.Rules.of`), which is more."""
         return sorted(s for s, _ in self.audit_strings())
 
     def audit_strings(self) -> list[tuple[str, bool]]:
-        """(string, counts only where used as a name) for every real identity string the leak audit looks for:
+        """(string, counts only where used as a name) for the main real identity strings (see known_strings):
         full names of people and outsiders, addresses, and the single-word names and user names of five
         letters or more; a single word that is also an ordinary word ("family", "e-mail") counts only where it
         is used as a user name (`names.strong_cue`), never as the word."""

@@ -299,7 +299,7 @@ def anonymize_repos(store: Store, dataset: str, dataset_dir: Path, anon: Anonymi
                 out[name] = {**index[name], "remote": remote}
                 continue
             _remove_rewrites(dst, slug)
-            result = gitrewrite.rewrite(src_path, dst, identity=anon.git_identity, message=anon.scrub,
+            result = gitrewrite.rewrite(src_path, dst, identity=anon.git_identity, message=anon.prose,
                                         blob=_blob_scrubber(anon))
             optimize(dst)  # fast-import writes barely compressed packs: one delta-compressed pack instead
         except (gitrewrite.GitRewriteError, GitError) as exc:

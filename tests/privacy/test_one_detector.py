@@ -190,8 +190,13 @@ def test_the_last_pass_replaces_a_person_ner_sees_only_after_anonymization(tmp_p
                 body="Steve met Orville Brandquist at the plant.")
     out = anon.event(raw)
     ner = FakeNer(["Orville Brandquist"])
-    settled, stats = anon.settle_people([out], ner, set())
+    seen: set[bytes] = set()
+    settled, stats = anon.settle_people([out], ner, seen)
     assert "Brandquist" not in settled[0].body and stats["persons_found"] == 1
+    from privacy.audit import _digest
+
+    assert _digest(out.body) not in seen  # only clean paragraphs join the audit's skip list: a copy elsewhere is read
+    assert anon.prose(raw.body) == settled[0].body  # the same text elsewhere (a commit message) gets the same
     # the audit, with the same NER and the paragraphs the last pass read, finds nothing
     from warehouse.store import Store
 
