@@ -62,3 +62,15 @@ def test_the_audit_finds_nothing_in_what_anonymization_wrote(export, tmp_path):
 def test_the_audit_finds_nothing_in_the_anonymized_sample(sample_company, tmp_path):
     store = Store(tmp_path / "home")
     assert anonymize_then_audit(store, "acme", sample_company / "acme") == []
+
+
+def test_the_audit_finds_nothing_in_the_anonymized_corporate_mail(tmp_path):
+    """The invented corporate mailbox (bench/data/corporate_mail): Notes lists wrapped inside names, nicknames,
+    forwarded news with middle initials, "Mr. X": the phenomena that made the audit refuse what anonymization let
+    through on a real executive mailbox."""
+    from bench import corporate
+
+    export = tmp_path / "corp"
+    corporate.write_mbox(corporate.parse(corporate.DEVSET) + corporate.parse(corporate.HELDOUT),
+                         export / "mailbox.mbox")
+    assert anonymize_then_audit(Store(tmp_path / "home"), "corp", export) == []
