@@ -1118,6 +1118,7 @@ class Anonymizer:
             changed: list[int] = []
             for lo in range(0, len(todo), batch):
                 chunk = todo[lo:lo + batch]
+                self._own_words(rules)  # pseudonyms given so far are ours: never a person to replace again
                 fresh: list[str] = []
                 for i in chunk:
                     for f in fields:
@@ -1171,6 +1172,7 @@ class Anonymizer:
 
         for round_ in range(4):
             out = _apply(text, edits) if edits else text
+            self._own_words(rules)
             fresh = rules.fresh(out)
             for k, a, b in rules.people_spans(fresh) if fresh else ():
                 verdicts.setdefault(_digest(fresh[k]), []).append((a, b))
@@ -1180,6 +1182,12 @@ class Anonymizer:
                 break
             edits = _compose(text, edits, out, found) if edits else found
         return edits
+
+    def _own_words(self, rules) -> None:
+        """Add the words of every pseudonym of the vault (those the last pass just gave too) to `rules.own_words`."""
+        if len(self.vault.pseudonyms) != getattr(rules, "_own_count", -1):
+            rules.own_words |= {w.casefold() for q in self.vault.pseudonyms.values() for w in (q.first, q.last)}
+            rules._own_count = len(self.vault.pseudonyms)
 
     def _people_edits(self, text: str, verdicts: dict, last: bool) -> list[Edit]:
         """The edits that replace every person span the verdicts (paragraph digest -> spans) give for the

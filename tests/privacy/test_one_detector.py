@@ -222,3 +222,13 @@ def test_a_reviewed_public_figure_on_allow_is_neither_replaced_nor_refused(tmp_p
     store = Store(tmp_path / "home")
     store.replace("anonymized_events", "d", settled)
     assert audit(store.partition("anonymized_events", "d"), Rules.of(anon, ner=ner, seen=set())).hits == []
+
+
+def test_a_pseudonym_the_last_pass_gave_is_never_replaced_again():
+    """NER tags the pseudonym it put in the text as a person too (it is name-shaped): it stays, the same."""
+    anon = anonymizer(STEVEN)
+    raw = Event(event_id="e1", dataset="d", source="mail", kind="email", native_id="1", ts=T0,
+                body="Steve met Orville Brandquist at the plant.")
+    pseudonym = anon._late_person("Orville Brandquist")
+    settled, _ = anon.settle_people([anon.event(raw)], FakeNer(["Orville Brandquist", pseudonym]), set())
+    assert pseudonym in settled[0].body and "[PERSON]" not in settled[0].body
