@@ -228,7 +228,7 @@ def test_a_pseudonym_the_last_pass_gave_is_never_replaced_again():
     """NER tags the pseudonym it put in the text as a person too (it is name-shaped): it stays, the same."""
     anon = anonymizer(STEVEN)
     raw = Event(event_id="e1", dataset="d", source="mail", kind="email", native_id="1", ts=T0,
-                body="Steve met Orville Brandquist at the plant.")
-    pseudonym = anon._late_person("Orville Brandquist")
+                body="Steve met him at the plant.\n\nThanks, Orville Brandquist")
+    pseudonym = anonymizer(STEVEN)._late_person("Orville Brandquist")  # the same salt: the same pseudonym
     settled, _ = anon.settle_people([anon.event(raw)], FakeNer(["Orville Brandquist", pseudonym]), set())
     assert pseudonym in settled[0].body and "[PERSON]" not in settled[0].body
