@@ -9,7 +9,8 @@ anywhere but a temporary TASKMINE_HOME that is deleted afterwards.
    text: each message is found again by its file, offset or maildir member, and refused when its body or any labelled
    span no longer hashes the same (the extractor changed: relabel). Our side is the anonymize stage as the pipeline
    runs it on the whole dataset the message belongs to (identities from every header, NER and routing-line discovery
-   over every message, then `Scrubber.plan` on the body: the replacements the stage makes). Presidio's side is
+   over every message, then `Anonymizer.plan_all` on the body: the replacements the stage makes, its last passes
+   included, NER on the paragraphs anonymization changed). Presidio's side is
    `AnalyzerEngine` with its default recognizers on the same spaCy model (`bench.anonymize.presidio_engine`), every
    body analyzed; its anonymizer replaces every result, so a result of any type counts.
    - person recall: labelled person spans whose every letter and digit is inside a replacement (a first name replaced
@@ -18,6 +19,9 @@ anywhere but a temporary TASKMINE_HOME that is deleted afterwards.
    - ordinary words changed: words of the English lexicon (`privacy.names.is_english`: spaCy's WordNet tables and
      stop words) outside every labelled span, that a replacement (a result, for Presidio) overlaps, over all such
      words.
+   The same for the invented corporate-mail sets (`bench/corporate.py`: `bench/data/corporate_mail/devset.txt`,
+   and `heldout.txt`, written and labelled after tuning on the dev set): each written as an mbox, ingested and
+   anonymized as a dataset of its own (its headers are the identity graph), its messages found by Message-ID.
 2. The real Jira, GitHub, Slack and git exports: titles and bodies (commit messages) after anonymization, words (a
    letter, then letters, digits and `_'-`, two characters or more) that are no part of a known identity or accepted
    outsider (their names, user names, addresses and the handles made of their names) nor of an e-mail address or
@@ -151,16 +155,70 @@ def score(messages: list[dict], edits: list[list[tuple[int, int]]], show: bool =
     return out
 
 
-def _ours(anon, body: str) -> list[tuple[int, int]]:
+def _ours(anon, body: str, rules=None) -> list[tuple[int, int]]:
     """The stage's replacements on `body`, as spans of the body (invisible characters the scrubber drops first
-    are mapped back)."""
+    are mapped back): the first pass, the detector's last pass and, with `rules` (`people_rules`), the last pass
+    for people in prose (`Anonymizer.plan_all`)."""
     from privacy.anonymize import _INVISIBLE
 
     keep = [i for i, c in enumerate(body) if not _INVISIBLE.match(c)]
     clean = "".join(body[i] for i in keep)
     keep.append(len(body))
+    if rules is not None:
+        rules.seen = set(rules.base_seen)  # each message as if it were the first the last pass read
     return [(keep[e.start], keep[e.end - 1] + 1 if e.end > e.start else keep[e.start])
-            for e in anon.scrub.plan(clean)]
+            for e in anon.plan_all(clean, rules)]
+
+
+def people_rules(store, ds: str, anon, ner):
+    """The leak audit's rules with NER for a prepared dataset, whose known paragraphs (`base_seen`) are those of
+    the raw titles and bodies, as discovery read them: the last pass for people reads what anonymization
+    changed, as the anonymize stage does."""
+    from privacy.anonymize import NER_MAX_CHARS
+    from privacy.audit import Rules, _digest
+    from privacy.ner import paragraphs
+
+    base = {_digest(p) for e in store.iter("events", ds) for t in (e.title, e.body) if t
+            for p in paragraphs(t[:NER_MAX_CHARS])}
+    rules = Rules.of(anon, ner=ner, seen=set(base))
+    rules.base_seen = base
+    return rules
+
+
+def _score_set(key: str, messages: list[dict], ours: list, show: bool) -> dict:
+    from bench.anonymize import _presidio_chunk
+
+    results = _presidio_chunk([m["body"] for m in messages])
+    theirs = [[(s, e) for _, s, e in r] for r in results]
+    typed = [[(s, e) for t, s, e in r if t in ("PERSON", "EMAIL_ADDRESS", "PHONE_NUMBER")] for r in results]
+    return {"messages": len(messages), "spans": sum(len(m["spans"]) for m in messages),
+            "taskmine": score(messages, ours, show, f"{key} taskmine"),
+            "presidio": score(messages, theirs, show, f"{key} presidio"),
+            "presidio_person_email_phone_types": score(messages, typed)}
+
+
+def corporate_sets(home: Path, ner, show: bool = False) -> dict:
+    """The invented corporate-mail sets (`bench.corporate`), each ingested and anonymized as its own dataset
+    (identity graph from its headers, NER on), scored like the real sets."""
+    from bench import corporate
+    from task_builders.config import DatasetConfig
+    from taskmine import flow
+    from warehouse.store import Store
+
+    out = {}
+    for key, path in (("corporate_devset", corporate.DEVSET), ("corporate_heldout", corporate.HELDOUT)):
+        if not path.exists():
+            continue
+        msgs = corporate.parse(path)
+        export = home.parent / "corporate" / key
+        corporate.write_mbox(msgs, export / "mailbox.mbox")
+        store = Store(home)
+        flow.prepare(store, key, export, DatasetConfig(ner_model="en_core_web_sm"), run_id="bench", links_too=False)
+        anon = flow.anonymizer(store, key)
+        messages = corporate.labelled(store, key, msgs, key)
+        rules = people_rules(store, key, anon, ner)
+        out[key] = _score_set(key, messages, [_ours(anon, m["body"], rules) for m in messages], show)
+    return out
 
 
 def words_changed(store, ds: str, anon, show: bool = False) -> dict:
@@ -217,7 +275,8 @@ def candidates(store, ds: str) -> dict:
 
 
 def bench_privacy(real: str | None = None, show: bool = False) -> int:
-    from bench.anonymize import _STATE, _presidio_chunk, presidio_engine
+    from bench.anonymize import _STATE, presidio_engine
+    from privacy.ner import load_ner, ner_status
 
     root = real_root(real)
     report: dict = {"real": str(root)}
@@ -237,18 +296,16 @@ def bench_privacy(real: str | None = None, show: bool = False) -> int:
             raise SystemExit("bench privacy: no real export could be read")
 
         _STATE["presidio"] = presidio_engine()
+        ner = load_ner("en_core_web_sm")
+        if ner is None:
+            raise SystemExit(f"bench privacy: {ner_status()}")
         for key, path in (("devset", DEVSET), ("heldout", HELDOUT)):
             mail = {n: prepared[n][1] for n in {m["dataset"] for m in json.loads(path.read_text())["messages"]}}
             messages = load_devset(store, root, mail, path)
-            ours = [_ours(prepared[m["dataset"]][2], m["body"]) for m in messages]
-            results = _presidio_chunk([m["body"] for m in messages])
-            theirs = [[(s, e) for _, s, e in r] for r in results]
-            typed = [[(s, e) for t, s, e in r if t in ("PERSON", "EMAIL_ADDRESS", "PHONE_NUMBER")] for r in results]
-            report[key] = {
-                "messages": len(messages), "spans": sum(len(m["spans"]) for m in messages),
-                "taskmine": score(messages, ours, show, f"{key} taskmine"),
-                "presidio": score(messages, theirs, show, f"{key} presidio"),
-                "presidio_person_email_phone_types": score(messages, typed)}
+            rules = {n: people_rules(store, prepared[n][1], prepared[n][2], ner) for n in mail}
+            ours = [_ours(prepared[m["dataset"]][2], m["body"], rules[m["dataset"]]) for m in messages]
+            report[key] = _score_set(key, messages, ours, show)
+        report.update(corporate_sets(home, ner, show))
         report["exports"] = {}
         for name in names:
             if name in prepared:
@@ -273,9 +330,13 @@ def _pct(pair: list[int]) -> str:
 
 def _print(r: dict) -> None:
     print(f"\nprivacy benchmark on the real exports in {r['real']} (prepared in {r['prepare_s']}s)")
-    for key, name in (("devset", "dev set"), ("heldout", "held-out set")):
-        d = r[key]
-        print(f"{name}: {d['messages']} hand-labelled real messages, {d['spans']} spans")
+    for key, name in (("devset", "dev set"), ("heldout", "held-out set"),
+                      ("corporate_devset", "corporate dev set"), ("corporate_heldout", "corporate held-out set")):
+        d = r.get(key)
+        if d is None:
+            continue
+        what = "invented corporate" if key.startswith("corporate") else "hand-labelled real"
+        print(f"{name}: {d['messages']} {what} messages, {d['spans']} spans")
         print(f"{'':<34} {'taskmine':>22} {'presidio (any type)':>22} {'presidio (typed)':>22}")
         for k, title in (("person", "person-name recall"), ("email", "e-mail recall"), ("phone", "phone recall"),
                          ("contact", "contact recall (e-mail + phone)"), ("words", "ordinary words changed")):

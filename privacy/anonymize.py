@@ -10,15 +10,30 @@ Invariants:
   sized to the identity graph (double-barrelled surnames before any number).
 - A text is scrubbed in one pass over the original: every recognizer proposes replacements (Message-IDs,
   `privacy.pii` patterns, `privacy.routing` names, known identity strings, company domains), overlaps are
-  settled by priority in that order (then the longer span), and the text is rewritten once.
-- A known person is known in every form: full name, "Last, First", "F. Last", with middle names or initials,
-  the user names and mailboxes, the handles people make of their name ("jane.roe", "janeroe", "jroe") and
-  any of those in a URL path or host. Full forms, addresses and distinctive tokens are replaced wherever they
-  occur; a single first name, surname or user name that is also an ordinary word of the language or of this
-  dataset (`privacy.names.Vocabulary.ordinary`) only where the text uses it as a name (`names.name_use`).
-- An outsider (a person no structured field names) exists only with evidence (`discover`): NER's claim plus a
-  first-name or surname list or a name-shaped context, or a routing line. Its full name is replaced
-  everywhere, a single word of it only where used as a name.
+  settled by priority in that order (then the longer span), and the text is rewritten once. Then the last pass:
+  the leak audit's own detector (`privacy.audit.Rules`, built from this Scrubber: its known strings and its
+  decision `decide`, the same recognizers, the same exceptions) reads the result, and what it still finds is
+  replaced the same way, the edits composed onto the original, until it finds nothing; for people in prose,
+  `Anonymizer.settle_people` does the same with NER on every paragraph anonymization changed. So the audit
+  never refuses what anonymization wrote (`audit(anonymize(x))` is empty).
+- A known person is known in every form: full name, "Last, First", "F. Last", "F Last", "F.M. Last", with
+  middle names or initials, the nicknames of the given name from a curated list (`names.nicknames`: "Steve" and
+  "Steve Roe" for Steven Roe), possessives, any of those wrapped over a line (quote markers too), the user names
+  and mailboxes, the handles people make of their name ("jane.roe", "janeroe", "jroe") and any of those in a URL
+  path or host. Full forms, addresses and distinctive tokens are replaced wherever they occur; a single first
+  name, nickname, surname or user name that is also an ordinary word of the language or of this dataset
+  (`privacy.names.Vocabulary.ordinary`: "Page", "Swift", "Bill") only where the text uses it as a name
+  (`names.name_use`: a title, a greeting, a list of people, a signature; or beside another name of the person,
+  or in a text that names the person in full), and never before a place word ("Allen Center").
+- An account whose display name is ordinary words ("Fix Please", "Risk Desk": `names.ordinary_account`) is
+  replaced as an account (its handles, its whole name where used as a name), never word by word: "Won't Fix"
+  stays.
+- An outsider (a person no structured field names) exists only with evidence (`discover`, with the rule the
+  audit applies: `names.accept_person`): NER's claim plus a first-name or surname list or a name-shaped context
+  (middle initials, a line wrap or a possessive change nothing), a surname after a title ("Mr. X"), or a routing
+  line; the forms of a known person's name (a nickname, a middle initial) are that person's. Its full name is
+  replaced everywhere, a single word of it only where used as a name (a surname on the surname list that is no
+  English word everywhere). A reviewed allow-list of public figures (`allow` in taskmine.toml) keeps a name.
 - Public hosts (`PUBLIC_HOSTS`: code hosting, mail providers, foundations) are never a company domain and a
   known string inside their names is never replaced; URL schemes are never replaced. Source code (`code=True`:
   repository files, diffs) keeps its identifiers: an ordinary word there is replaced only with a strong cue.
@@ -40,10 +55,11 @@ from pathlib import Path
 from typing import Any
 
 from privacy import pii, routing
-from privacy.fastscrub import TermMatcher
+from privacy.fastscrub import SEP, TermMatcher, norm, term_pattern
 from privacy.identity import Person, fold, is_bot, persons
-from privacy.names import (LowerCounts, Vocabulary, frequency_rank, full_forms, handle_forms, is_english, name_parts,
-                           name_use, person_evidence)
+from privacy.names import (LowerCounts, Vocabulary, accept_person, frequency_rank, full_forms,
+                           handle_forms, is_english, name_keys, name_parts, name_use, nicknames, ordinary_account,
+                           person_words, place_after, strong_cue)
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Identity
 
@@ -137,6 +153,9 @@ class Vault:
     def assign(self, people: list[Person]) -> None:
         """Give every person without one a pseudonym that collides with no real or fake name."""
         real_tokens = {t for p in people for n in p.names for t in fold(n).replace(",", " ").split()}
+        # the nicknames of real given names are real names of theirs too ("Nico" of Nicholas): a pseudonym may
+        # not be one, or the last pass could not tell it from the person's own nickname
+        real_tokens |= {k for t in list(real_tokens) for k in nicknames(t)}
         real_tokens |= {fold(u) for p in people for u in p.usernames}
         real_tokens |= {fold(e.split("@")[0]) for p in people for e in p.emails}
         taken = {fold(v.full_name) for v in self.pseudonyms.values()}
@@ -174,6 +193,7 @@ def _pools(people: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 _NEVER = re.compile(r"(?!)")
+_TITLES = frozenset("mr mrs ms miss dr prof sir dame".split())
 _INVISIBLE = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
 MESSAGE_ID = re.compile(r"<([^<>\s@]{1,250}@[^<>\s@]{1,250})>")
 MESSAGE_ID_KEYS = ("message_id", "in_reply_to", "references")
@@ -185,18 +205,22 @@ class Term:
 
     `role`: "full" (a full name form, an address: replaced everywhere), "handle" (a user name made of a name,
     "jane.roe": replaced everywhere, but a real user name of someone else wins), "first", "last" (a name word),
-    "user" (a user name or mailbox), "place". `ambiguous`: the string is also an ordinary word, so it is
-    replaced only where `names.name_use` says the text uses it as a name."""
+    "nick" (a nickname or the given name it shortens: "Steve" of Steven), "user" (a user name or mailbox),
+    "place". `ambiguous`: the string is also an ordinary word, so it is replaced only where `names.name_use` says
+    the text uses it as a name; `strict`: only with a strong cue (`names.strong_cue`) or beside another of the
+    person's names ("Rich Kinder"): a nickname that is a word ("Will", "Rich") is a weaker claim than a name
+    the person was seen with."""
 
     replacement: str
     role: str
     ambiguous: bool = False
     person: str = ""
+    strict: bool = False
 
 
 # Higher wins when two recognizers propose overlapping replacements.
-_PRIO = {"message_id": 6, "secret": 5, "pattern": 4, "routing": 3, "term": 2, "domain": 1}
-_ROLE_RANK = {"full": 0, "user": 1, "handle": 2, "first": 3, "last": 4, "place": 5}
+_PRIO = {"message_id": 6, "secret": 5, "pattern": 4, "routing": 3, "term": 2, "domain": 1, "residue": 0}
+_ROLE_RANK = {"full": 0, "user": 1, "handle": 2, "first": 3, "last": 4, "nick": 5, "place": 6}
 
 
 @dataclass(frozen=True)
@@ -230,6 +254,7 @@ class Scrubber:
         self._build_terms(people, outsiders, places)
         self.known_emails = {e.casefold(): vault.pseudonyms[p.person_id].email for p in people for e in p.emails}
         self.person_by_email = {e.casefold(): p.person_id for p in people for e in p.emails}
+        self.allow = {fold(a) for a in allow}  # reviewed public names and domains: nobody's to replace or refuse
         self.domains = company_domains(people, vault, allow)
         self.fake_domains = set(self.domains.values())
         self.own_emails = {q.email.casefold() for q in vault.pseudonyms.values()}
@@ -245,22 +270,28 @@ class Scrubber:
         self._domains = re.compile(rf"(?<![\w-])((?:[a-z0-9-]+\.)*)({dom})(?![\w-]|\.[a-z])", re.IGNORECASE) \
             if dom else None
         self._domain_cache: dict[tuple, re.Pattern] = {}
-        alternation = "|".join(re.escape(k) for k in sorted(self.terms, key=lambda s: (-len(s), s)))
+        alternation = "|".join(term_pattern(k) for k in sorted(self.terms, key=lambda s: (-len(s), s)))
         # Not part of a longer word or address; inside a host name it is replaced ("jdoe.blog.example").
         # An "@" before a name is a mention ("@First Last has joined"), unless a word precedes it (an address);
-        # a hyphen before it is a signature ("-Jeff") when nothing but blanks precede the hyphen on its line.
+        # one or two hyphens before it are a signature ("-Jeff", "--Ken").
         # A hyphen may follow (a branch "jdoe-patch-1"); a name word glued to one is checked in _term.
-        self._known = re.compile(rf"(?:(?<![\w@-])|(?<=^@)|(?<=[^\w.@-]@)|(?<=^-)|(?<=[ \t\n>]-))(?:{alternation})"
+        self._known = re.compile(rf"(?:(?<![\w@-])|(?<=^@)|(?<=[^\w.@-]@)|(?<=^-)|(?<=[ \t\n>]-)|(?<=^--)|"
+                                 rf"(?<=[ \t\n>]--))(?:{alternation})"
                                  r"(?![\w@])", re.IGNORECASE | re.MULTILINE) if self.terms else None
         self._known_regex = self._known  # the reference the fast matcher must equal (tests)
         if self._known is not None:  # same matches, in time that does not grow with the number of names
-            self._known = TermMatcher(self._known, self.terms)
+            self._known = TermMatcher(self._known, self.terms, term_pattern)
+        self._detector = None
 
     # ------------------------------------------------------------------------------------------- terms
 
     def _build_terms(self, people: list[Person], outsiders: list[Person], places: Iterable[str]) -> None:
         """Every string of every person, with its replacement and role; on a clash the stronger role wins
-        (a full form over a user name over a first name over a surname), then the person seen first."""
+        (a full form over a user name over a first name over a surname over a nickname), then the person seen
+        first. A known person's given name brings its nicknames (`names.nicknames`: "Steve", "Steve Kearns",
+        "Kearns, Steve" for Steven Kearns). An account whose display name is made of ordinary words ("Fix
+        Please": `names.ordinary_account`) is replaced as an account (its whole name, its handles), never word
+        by word."""
         vocab, pseudo = self.vocab, self.vault.pseudonyms
         cands: dict[str, list[tuple[int, int, Term]]] = {}
         order = 0
@@ -276,29 +307,45 @@ class Scrubber:
 
         first_owner: dict[str, set[str]] = {}
         last_owner: dict[str, set[str]] = {}
+        nick_owner: dict[str, set[str]] = {}
         parsed: dict[str, list[tuple[str, tuple[str, ...], str]]] = {}
+        accounts: dict[str, set[tuple[str, str]]] = {}  # person -> (first, last) of names made of ordinary words
+        outsider_ids = {p.person_id for p in outsiders}
+        nicks: dict[tuple[str, str], list[str]] = {}  # (person, given name) -> its nicknames, as written
         for p in people + outsiders:
             parts = [x for x in (name_parts(n) for n in p.names) if x]
             parsed[p.person_id] = parts
-            for f, _, la in parts:
+            for f, m, la in parts:
+                if ordinary_account([f, *m, la], vocab):
+                    accounts.setdefault(p.person_id, set()).add((f, la))
+                    continue
                 first_owner.setdefault(fold(f), set()).add(p.person_id)
                 last_owner.setdefault(fold(la), set()).add(p.person_id)
+                if p.person_id not in outsider_ids and f[:1].isalpha() and len(f.rstrip(".")) >= 2:
+                    names = [n.capitalize() for n in sorted(nicknames(f)) if n != fold(la)]
+                    nicks[(p.person_id, f)] = names
+                    for n in names:
+                        nick_owner.setdefault(fold(n), set()).add(p.person_id)
         name_owner: dict[str, set[str]] = {}
         for p in people + outsiders:
             for f, m, la in parsed[p.person_id]:
-                for form, _ in full_forms(f, m, la):
-                    name_owner.setdefault(fold(form), set()).add(p.person_id)
+                for given in (f, *nicks.get((p.person_id, f), ())):
+                    for form, _ in full_forms(given, m, la):
+                        name_owner.setdefault(fold(form), set()).add(p.person_id)
         self.person_by_name = {k: next(iter(v)) for k, v in name_owner.items() if len(v) == 1}
         self.first_of = {k: next(iter(v)) for k, v in first_owner.items() if len(v) == 1}
-        self.first_names = {pid: {fold(f) for f, _, _ in parts} for pid, parts in parsed.items()}
-        outsider_ids = {p.person_id for p in outsiders}
+        self.first_names = {pid: {fold(f) for f, _, _ in parts} | {fold(n) for (q, _), ns in nicks.items()
+                                                                    if q == pid for n in ns}
+                            for pid, parts in parsed.items()}
+        self.last_names = {pid: {fold(la) for _, _, la in parts} for pid, parts in parsed.items()}
 
         for p in people + outsiders:
             q = pseudo[p.person_id]
             outsider = p.person_id in outsider_ids
             pid = p.person_id
-            firsts = {fold(f) for f, _, _ in parsed[pid]}
-            lasts = {fold(la) for _, _, la in parsed[pid]}
+            words_of = accounts.get(pid, set())
+            firsts = {fold(f) for f, _, la in parsed[pid] if (f, la) not in words_of}
+            lasts = {fold(la) for f, _, la in parsed[pid] if (f, la) not in words_of}
             for e in p.emails:
                 add(e, Term(q.email, "full", person=pid))
                 local = e.split("@")[0]
@@ -327,12 +374,17 @@ class Scrubber:
                     add(n, Term(q.username, "user", vocab.ordinary(n), pid))
             for f, m, la in parsed[pid]:
                 styled = {"full": q.full_name, "last-first": f"{q.last}, {q.first}"}
-                for form, style in full_forms(f, m, la):
-                    if name_owner.get(fold(form)) == {pid}:
-                        add(form, Term(styled[style], "full", person=pid))
+                account = (f, la) in words_of
+                for given in (f, *nicks.get((pid, f), ())):
+                    for form, style in full_forms(given, m, la):
+                        if name_owner.get(fold(form)) == {pid}:
+                            # an account's name of ordinary words ("Risk Desk") only where used as a name
+                            add(form, Term(styled[style], "full", account, person=pid))
                 for handle, style in handle_forms(f, la):
                     if len(handle) >= 5 and not vocab.ordinary(handle) and not is_english(handle):
                         add(handle, Term(_handle(q, style), "handle", person=pid))
+                if account:
+                    continue  # "Fix Please": the words of an account's name are words
                 ff, ll = fold(f), fold(la)
                 if outsider and vocab.ordinary(la) and not vocab.surname(la):
                     ll = ""  # an outsider's surname that is a word is replaced only next to the first name
@@ -343,12 +395,27 @@ class Scrubber:
                                 outsider or vocab.ordinary(f) or len(ff) < 3 or ff in STOPWORDS, pid if unique else ""))
                 if len(ll) >= 2 and la[:1].isalpha():
                     unique = last_owner.get(ll) == {pid}
+                    # an outsider's surname is a claim of NER's: everywhere only when the surname list has it
+                    # and it is no English word ("Pritchard"), else where used as a name
+                    doubt = outsider and not (vocab.surname(la) and not is_english(la))
                     add(la, Term(q.last if unique else "[PERSON]", "last",
-                                 outsider or vocab.ordinary(la) or len(ll) < 3 or ll in STOPWORDS,
+                                 doubt or vocab.ordinary(la) or len(ll) < 3 or ll in STOPWORDS,
                                  pid if unique else ""))
+                for n in nicks.get((pid, f), ()):
+                    fn = fold(n)
+                    unique = nick_owner.get(fn) == {pid}
+                    ordinary = vocab.ordinary(n) or len(fn) < 3 or fn in STOPWORDS
+                    # a nickname that is also a word ("Bill", "Mac", "Rick") is a weaker claim than a name the
+                    # person was seen with: a strong cue, another name of theirs beside it, or a text that names
+                    # them (never a capital in mid-sentence alone: "on the Mac")
+                    add(n, Term(q.first if unique else "[PERSON]", "nick", ordinary, pid if unique else "",
+                                strict=ordinary))
             if outsider:
                 for n in p.names:
-                    if name_parts(n) is None and " " not in n.strip() and len(n) >= 3:
+                    words = n.split()
+                    if name_parts(n) is None and len(words) == 2 and words[0].rstrip(".").casefold() in _TITLES:
+                        add(words[1], Term(q.last, "last", True, pid))  # "Mr. Waxman": a surname after a title
+                    elif name_parts(n) is None and " " not in n.strip() and len(n) >= 3:
                         add(n, Term(q.first, "first", True, pid))
         for place in places:  # places NER found outside the allow-list (an outsider's town)
             add(place, Term("[PLACE]", "place"))
@@ -361,17 +428,38 @@ class Scrubber:
             return text
         text = _INVISIBLE.sub("", text)  # zero-width characters inside a name must not hide it
         edits = self.plan(text, code)
-        if not edits:
-            return text
-        parts, last = [], 0
-        for e in edits:
-            parts += (text[last:e.start], e.text)
-            last = e.end
-        parts.append(text[last:])
-        return "".join(parts)
+        return _apply(text, edits) if edits else text
+
+    @property
+    def detector(self):
+        """The leak audit's detector for this dataset (`privacy.audit.Rules` without NER): the last pass."""
+        if self._detector is None:
+            from privacy.audit import Rules  # audit imports this module's types; built on first use
+
+            self._detector = Rules.of_scrubber(self)
+        return self._detector
 
     def plan(self, text: str, code: bool = False) -> list[Edit]:
-        """The replacements for `text` (already free of invisible characters): non-overlapping, in order."""
+        """The replacements for `text` (already free of invisible characters): non-overlapping, in order.
+
+        First every recognizer proposes (`first_pass`); then the last pass: the leak audit's own detector
+        (`self.detector.residue`) reads the result, and what it still finds is replaced too, the edits composed
+        back onto `text`, until it finds nothing (three rounds at most; what is left then is the audit's to
+        report). A text the first pass leaves as it is needs no last pass: the detector decides with the same
+        functions on the same text (the known-term decision `_term`, `pii.find` and what keeps a span)."""
+        edits = self.first_pass(text, code)
+        if not edits:
+            return edits
+        for _ in range(3):
+            out = _apply(text, edits)
+            found = self.detector.residue(out, code)
+            if not found:
+                break
+            edits = _compose(text, edits, out, found)
+        return edits
+
+    def first_pass(self, text: str, code: bool = False) -> list[Edit]:
+        """What the recognizers propose for `text`, settled (see the module invariants)."""
         cands: list[Edit] = []
         if self.message_ids and "@" in text:
             for m in MESSAGE_ID.finditer(text):
@@ -379,24 +467,17 @@ class Scrubber:
                 if new:
                     cands.append(Edit(m.start(1), m.end(1), new, "message_id"))
         for sp in pii.find(text):
-            seg = self._personal_segment(sp) if sp.kind == "url_personal" else None
-            if seg is not None:  # only the person's part of a link or path goes
-                a, b, new = seg
-                if b > a:
-                    cands.append(Edit(sp.start + a, sp.start + b, new, "pattern"))
-                continue
-            new = self._pattern(sp)
-            if new != sp.value:
-                cands.append(Edit(sp.start, sp.end, new, "secret" if sp.kind.startswith("secret:") else "pattern"))
+            edit = self.replacement(text, sp)
+            if edit is not None:
+                cands.append(edit)
         for r in () if code else routing.find(text):  # source code has no mail routing lines
             new = self._routed(r)
             if new is not None:
                 cands.append(Edit(r.start, r.end, new, "routing"))
         if self._known is not None:
-            for m in self._known.finditer(text):
-                new = self._term(text, m, code)
+            for m, new in self.decide(text, list(self._known.finditer(text)), code):
                 if new is not None:
-                    term = self.terms.get(m.group(0).casefold())
+                    term = self.terms.get(norm(m.group(0)))
                     cands.append(Edit(m.start(), m.end(), new, "term", term.person if term else "",
                                       term.role if term else ""))
         if self._domains is not None:
@@ -419,7 +500,7 @@ class Scrubber:
             prev = out[-1] if out else None
             own_first = prev is not None and (
                 prev.person == e.person or fold(text[prev.start:prev.end]) in self.first_names.get(e.person, ()))
-            if own_first and prev.source == "term" and prev.role == "first" \
+            if own_first and prev.source == "term" and prev.role in ("first", "nick") \
                     and _NAME_GAP.fullmatch(text, prev.end, e.start):
                 # "Jeff M. Whitaker", "Riyafa (Harry) Hameed": first name, initial or nickname, surname: one name
                 out[-1] = Edit(prev.start, e.end, _cased(text[prev.start:e.end], q.full_name), "term", e.person,
@@ -434,14 +515,14 @@ class Scrubber:
             prev = out[-1] if out else None
             if prev is not None and prev.end > m.start():
                 # the first name was replaced already: one name when it is this person's (or only a placeholder)
-                if prev.start == m.start() and prev.source == "term" and prev.role == "first" and (
+                if prev.start == m.start() and prev.source == "term" and prev.role in ("first", "nick") and (
                         prev.person == e.person or fold(word) in self.first_names.get(e.person, ())):
                     out[-1] = Edit(prev.start, e.end, _cased(text[prev.start:e.end], q.full_name), "term",
                                    e.person, "full")
                     continue
                 out.append(e)
                 continue
-            if len(word) == 2 and word[1] == ".":  # "J. Roe"
+            if not any(c.islower() for c in word):  # "J. Roe", "J Roe", "J.R. Roe", "JR Roe": initials
                 out.append(Edit(m.start(), e.end, f"{q.first[0]}. {q.last}", "term", e.person, "full"))
             elif self.vocab.first_name(word) or fold(word) in self.first_names.get(e.person, ()):
                 out.append(Edit(m.start(), e.end, q.full_name, "term", e.person, "full"))
@@ -465,23 +546,83 @@ class Scrubber:
                 rf"(?<![\w-])((?:[a-z0-9-]+\.)*)({dom})(?![\w-]|\.[a-z])", re.IGNORECASE)
         return rx
 
-    def _term(self, text: str, m: re.Match, code: bool) -> str | None:
+    def decide(self, text: str, matches: list[re.Match], code: bool) -> list[tuple[re.Match, str | None]]:
+        """(match, replacement or None) for every known-string match of `text`, in two rounds: first with the
+        people the text names in full (`named`), then, for what stayed, with every person a first-round
+        replacement stands for too ("Rick, Hal: ... Swift will publish": the text speaks of Rick Swift)."""
+        named = self.named(matches)
+        out = [(m, self._term(text, m, code, named)) for m in matches]
+        if any(new is None for _, new in out):
+            more = named | {t.person for m, new in out if new is not None
+                            and (t := self.terms.get(norm(m.group(0)))) is not None and t.person}
+            if more != named:
+                out = [(m, new if new is not None else self._term(text, m, code, more)) for m, new in out]
+        return out
+
+    def named(self, matches: Iterable[re.Match]) -> frozenset[str]:
+        """The people a text names in full (a full name form of theirs among `matches`, the known-string matches
+        of the text): there, a capitalized first name or surname of theirs is theirs ("Victor Amadi ... Victor
+        can be reached at")."""
+        out = set()
+        for m in matches:
+            key = norm(m.group(0))
+            term = self.terms.get(key)
+            if term is not None and term.role == "full" and term.person and not term.ambiguous and " " in key \
+                    and "@" not in key:
+                out.add(term.person)
+        return frozenset(out)
+
+    def _term(self, text: str, m: re.Match, code: bool, named: frozenset[str] = frozenset()) -> str | None:
+        """The replacement of the known string `m` matched in `text`, or None where it stays: the one decision
+        the first pass and the leak audit's detector share. `named`: the people the text names in full."""
         s, e = m.start(), m.end()
-        term = self.terms.get(m.group(0).casefold())
+        term = self.terms.get(norm(m.group(0)))
         if term is None:
             return "[PERSON]"
         nxt = text[e:e + 3]
         if nxt.startswith("://"):
             return None  # a URL scheme
-        if nxt[:1] == "-" and nxt[1:2].isalpha() and term.role in ("first", "last", "place"):
+        if nxt[:1] == "-" and nxt[1:2].isalpha() and term.role in ("first", "last", "nick", "place"):
             return None  # a word of a hyphenated name ("Jean-Luc"): not this name
         if (nxt[:1] == "." or text[s - 1:s] == ".") and _in_public_host(text, s, e):
             return None  # github.com, maven.apache.org: hosts of everyone
-        if term.ambiguous and not name_use(text, s, e, "user" if term.role == "user" else term.role, code):
+        if term.role in ("first", "nick") and place_after(text, e):
+            return None  # "Allen Center", "Jordan River": a place's name
+        if term.ambiguous and not self._used_as_name(text, s, e, term, code, named):
             return None
         if term.role == "place" and (_CAMEL.search(m.group(0)) or not m.group(0)[:1].isupper()):
             return None  # "IntelliJ", "intellij": an identifier, not the place NER saw
-        return _cased(m.group(0), term.replacement)
+        return _rewrap(m.group(0), _cased(m.group(0), term.replacement))
+
+    def _used_as_name(self, text: str, s: int, e: int, term: Term, code: bool,
+                      named: frozenset[str] = frozenset()) -> bool:
+        """Whether an ambiguous known word is used as a name at text[s:e]: `names.name_use` (`strong_cue` only
+        for a strict term), or, for a capitalized name word, beside another name of the same person ("Ken Lay",
+        "Lay, Kenneth", "Rick S. Buy") or in a text that names that person in full."""
+        role = "user" if term.role == "user" else ("first" if term.role == "nick" else term.role)
+        if (strong_cue(text, s, e, role) or (not code and _vocative(text, s, e))) if term.strict \
+                else name_use(text, s, e, role, code):
+            return True
+        if role == "user" or code or not term.person or not text[s:s + 1].isupper() or text[s:e].isupper():
+            return False
+        if _VERB_FIRST.match(text, e) and _sentence_start(text, s):
+            return False  # "Will you ...", "Mark the date": a verb opening a sentence
+        return term.person in named or self._beside_own_name(text, s, e, term.person)
+
+    def _beside_own_name(self, text: str, s: int, e: int, person: str) -> bool:
+        """Whether a given name or surname of `person` stands right before text[s:e] (an initial may sit
+        between) or right after it ("Lay, Ken": the surname, a comma, the given name)."""
+        before = _WORD_BEFORE.search(text, max(0, s - 40), s)
+        after = _WORD_AFTER.match(text, e)
+        names = self.first_names.get(person, set()) | self.last_names.get(person, set())
+        here = fold(text[s:e])
+        if not text[s:s + 1].isupper():
+            return False  # "please fix it": words in lower case are words
+        initial = _INITIAL_BEFORE.search(text, max(0, s - 6), s)
+        if initial and initial.group(1).casefold() in {n[:1] for n in self.first_names.get(person, ())}:
+            return True  # "H. Page", "H Page": the initial of the person's given name
+        return bool(before and fold(before.group(1)) in names - {here}) or \
+            bool(after and fold(after.group(1)) in names - {here})
 
     def _pattern(self, sp: pii.Span) -> str:
         if sp.kind == "email":
@@ -540,6 +681,28 @@ class Scrubber:
             new = q.full_name
         return _cased(r.name, new)
 
+    def own_strings(self) -> list[str]:
+        """The pseudonyms' names, addresses, user names and the handles made of them ("jane-roe"), and the fake
+        domains: our own output, which neither the last pass nor the audit counts as real."""
+        out = {self.vault.domain, *self.fake_domains}
+        for q in self.vault.pseudonyms.values():
+            out.update((q.full_name, q.first, q.last, q.email, q.username, f"{q.last}, {q.first}"))
+            out.update(_handle(q, style) for style in ("firstlast", "first.last", "first_last", "first-last",
+                                                       "last.first"))
+        return sorted(out)
+
+    def replacement(self, text: str, sp: pii.Span) -> Edit | None:
+        """The edit the first pass makes for a span `pii.find` gave (offsets into `text`), or None where it stays:
+        the person's part of a personal URL, a placeholder, an address's pseudonym."""
+        seg = self._personal_segment(sp) if sp.kind == "url_personal" else None
+        if seg is not None:  # only the person's part of a link or path goes
+            a, b, new = seg
+            return Edit(sp.start + a, sp.start + b, new, "pattern") if b > a else None
+        new = self._pattern(sp)
+        if new == sp.value:
+            return None
+        return Edit(sp.start, sp.end, new, "secret" if sp.kind.startswith("secret:") else "pattern")
+
     def message_id(self, value: str | None) -> str | None:
         return self.message_ids.get(value, value) if value else value
 
@@ -568,9 +731,10 @@ class Scrubber:
 
 # Between a replaced first name and surname: blanks, an initial, or a nickname in parentheses or quotes.
 _NAME_GAP = re.compile(r"[ \t]+(?:[A-Z]\.?[ \t]+|[(\"'\u201c][A-Z][\w'\u2019-]*[)\"'\u201d][ \t]+)?")
-# A capitalized word and an optional initial right before a surname ("Jeffrey S. " before "Whitaker"), or an
-# initial alone ("J. " before "Roe").
-_BEFORE_SURNAME = re.compile(r"([A-Z][a-z\u00df-\u00ff'\u2019-]+|[A-Z]\.)[ \t]+(?:[A-Z]\.?[ \t]+)?\Z")
+# A capitalized word and an optional initial right before a surname ("Jeffrey S. " before "Whitaker"), or
+# initials alone ("J. ", "J ", "J.R. ", "JR " before "Roe"; not "A" or "I", which are words).
+_BEFORE_SURNAME = re.compile(r"(?<![\w.$-])([A-Z][a-z\u00df-\u00ff'\u2019-]+|[A-Z]\.(?:[ \t]?[A-Z]\.){0,2}|"
+                             r"[B-HJ-Z][A-Z]?)[ \t]+(?:[A-Z]\.?[ \t]+)?\Z")
 _LIST_SUFFIX = re.compile(r"-(?:unsubscribe|subscribe|help|owner|request|digest|digest-unsubscribe|digest-subscribe|"
                           r"allow-subscribe|allow-unsubscribe|info|faq|index|get)$")
 
@@ -588,6 +752,104 @@ def _role_address(local: str, domain: str) -> bool:
     none of those forms."""
     return bool(_ROLE_LOCAL.search(local)) or (domain.split(".", 1)[0] in ("lists", "list", "vger")
                                                and "-" in local)
+
+
+_WRAP = re.compile(SEP)
+_INITIAL_BEFORE = re.compile(r"(?<![\w.])([A-Z])\.?[ \t]+\Z")
+# A pronoun or determiner right after a sentence's first word: that word is a verb ("Will you", "Mark the").
+_VERB_FIRST = re.compile(r"[ \t]+(?:you|we|i|they|he|she|it|this|that|these|those|the|a|an|there|someone|anyone|"
+                         r"everyone|me|us|them|him|her|my|our|your|his|its|their)\b")
+
+
+# Whom a message speaks to, at the start of a line: "Rick, ...", "Bill - ...", "Mike, Rick -", "Rick, Hal:".
+_VOCATIVE_BEFORE = re.compile(r"(?:^|\n)(?:[ \t]*>)*[ \t]*(?:[A-Z][a-z'\u2019]+[ \t]*(?:,|&|\band\b)[ \t]*){0,3}\Z")
+_VOCATIVE_AFTER = re.compile(r"[ \t]*(?:,|[ \t]-[ \t]|[ \t]?\u2013[ \t]|:(?=[ \t]*$)|-[ \t]*$)", re.M)
+
+
+def _vocative(text: str, s: int, e: int) -> bool:
+    """Whether text[s:e] is a name a message addresses at the start of a line (see _VOCATIVE_BEFORE)."""
+    return _VOCATIVE_BEFORE.search(text, max(0, s - 60), s) is not None and _VOCATIVE_AFTER.match(text, e) is not None
+
+
+def _sentence_start(text: str, s: int) -> bool:
+    before = text[max(0, s - 4):s].rstrip(" \t\"'(")
+    return not before or before[-1] in ".!?:\n"
+# A capitalized name word (and an initial) right before a span; right after it, a comma or blanks (and an
+# initial), then a capitalized name word: the neighbours `Scrubber._beside_own_name` reads.
+_WORD_BEFORE = re.compile(r"(?<![\w.-])([A-Z][\w'\u2019-]+)[ \t]+(?:[A-Z]\.?[ \t]+)?\Z")
+_WORD_AFTER = re.compile(r"(?:,[ \t]*|[ \t]+(?:[A-Z]\.?[ \t]+)?)([A-Z][\w'\u2019-]+)(?![\w-])")
+
+
+def _rewrap(original: str, new: str) -> str:
+    """`new` with the line wraps `original` had between its words ("Douglas \\nCondon" -> "Dorian
+    \\nPemberton"), so a wrapped recipient list keeps its lines."""
+    if "\n" not in original:
+        return new
+    seps = _WRAP.findall(original)
+    words = new.split(" ")
+    if len(words) == len(seps) + 1:
+        return "".join(w + (seps[i] if i < len(seps) else "") for i, w in enumerate(words))
+    head, _, tail = new.rpartition(" ")
+    return f"{head}{next(x for x in seps if chr(10) in x)}{tail}" if head else new
+
+
+def _apply(text: str, edits: list[Edit]) -> str:
+    parts, last = [], 0
+    for e in edits:
+        parts += (text[last:e.start], e.text)
+        last = e.end
+    parts.append(text[last:])
+    return "".join(parts)
+
+
+def _compose(text: str, edits: list[Edit], out: str, found: list[Edit]) -> list[Edit]:
+    """`edits` (on `text`, giving `out`) and `found` (on `out`) as one list of edits on `text`: an edit of `found`
+    inside text the first kept moves back by the shift before it; one that overlaps replaced text joins those
+    replacements into one edit, whose text is `out` over their union with `found`'s replacements in it."""
+    units: list[tuple[int, int, Edit | None, int]] = []  # (out start, out end, first edit or None, shift before)
+    shift = 0
+    for e in edits:
+        a = e.start + shift
+        units.append((a, a + len(e.text), e, shift))
+        shift += len(e.text) - (e.end - e.start)
+    marks = sorted([(u[0], u[1], 0, i) for i, u in enumerate(units)] + [(f.start, f.end, 1, i)
+                                                                          for i, f in enumerate(found)])
+    result: list[Edit] = []
+    i = 0
+    while i < len(marks):
+        lo, hi = marks[i][0], marks[i][1]
+        j = i + 1
+        while j < len(marks) and marks[j][0] < hi:
+            hi = max(hi, marks[j][1])
+            j += 1
+        group = marks[i:j]
+        i = j
+        firsts = [units[m[3]] for m in group if m[2] == 0]
+        news = [found[m[3]] for m in group if m[2] == 1]
+        if not news:
+            result.extend(u[2] for u in firsts)
+            continue
+
+        def back(pos: int, end: bool, firsts=firsts) -> int:
+            """`pos` (a bound of the group in `out`) on `text`."""
+            for a, b, e, _ in firsts:
+                if (pos == b if end else pos == a):
+                    return e.end if end else e.start
+            before = [u for u in units if u[1] <= pos]
+            if not before:
+                return pos
+            _, _, e, sh = before[-1]
+            return pos - (sh + len(e.text) - (e.end - e.start))
+
+        pieces, at = [], lo
+        for f in sorted(news, key=lambda f: f.start):
+            pieces += (out[at:f.start], f.text)
+            at = f.end
+        pieces.append(out[at:hi])
+        owner = next((u[2] for u in firsts if u[2].person), None)
+        result.append(Edit(back(lo, False), back(hi, True), "".join(pieces), "residue",
+                           owner.person if owner else "", owner.role if owner else ""))
+    return result
 
 
 def _settle(cands: list[Edit]) -> list[Edit]:
@@ -683,6 +945,14 @@ def _strip_accents(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
+def _known_inside(words: list[str], known: Iterable[str]) -> bool:
+    """Whether folded `words` end or start with a known full name of two or more words, after a stray word
+    ("ping kathy lindqvist", "kathy lindqvist thanks")."""
+    known = set(known) if not isinstance(known, (set, dict, frozenset)) else known
+    return len(words) >= 3 and any(" ".join(words[i:]) in known for i in range(1, len(words) - 1)) or \
+        len(words) >= 3 and any(" ".join(words[:i]) in known for i in range(2, len(words)))
+
+
 def merge_namesakes(people: list[Person]) -> tuple[list[Person], dict[str, str]]:
     """People who share a full name (two or more words, folded) become one for pseudonyms: (merged people,
     person id -> the id it was merged into). Why: the identity graph keeps "Jane Roe <jane@a>" and "Jane Roe
@@ -733,19 +1003,27 @@ class Anonymizer:
         # NER spans run over ("Karl Heinz Marbaise" after "Karl Heinz"): a name that extends a known or
         # shorter found name is that person too, and its whole span is replaced.
         owner = {fold(n): p.person_id for p in people for n in p.names if len(n.split()) >= 2}
+        # "Jeffrey M. Pellegrino", "Jeff Pellegrino": another form of a known person's name (a middle initial, a
+        # nickname) is that person's
+        keys = {k: p.person_id for p in people for n in p.names for k in name_keys(n)}
         extra: dict[str, list[str]] = {}
         found: dict[str, list[str]] = {}
         for n in sorted({fold(n): n for n in outsiders}.values(), key=lambda n: (len(n.split()), n)):
             words = fold(n).split()
             if fold(n) in owner:
                 continue
+            if _known_inside(words, owner) or _known_inside(words, keys):
+                continue  # "Ping Kathy Lindqvist": a known name with a stray word NER took along
             prefix = next((" ".join(words[:i]) for i in range(len(words) - 1, 1, -1)
                            if " ".join(words[:i]) in owner), None) if len(words) > 2 else None
-            pid = owner[prefix] if prefix else "x_" + content_hash("outsider", fold(n))[:16]
+            key = next((k for k in name_keys(n) if k in keys), None)
+            pid = owner[prefix] if prefix else keys[key] if key else "x_" + content_hash("outsider", fold(n))[:16]
             (extra if pid.startswith("p_") else found).setdefault(pid, []).append(n)
             owner[fold(n)] = pid
-        # a lone first name found ("Joshua") that starts a longer name ("Joshua Slive") is that person's
+        # a lone first name found ("Joshua") that starts a longer name ("Joshua Slive"), or that is a known
+        # person's nickname ("Ken" of Kenneth), is that person's
         starts = {k.split()[0] for k in owner if len(k.split()) >= 2}
+        starts |= {n for p in people for x in map(name_parts, p.names) if x for n in nicknames(x[0])}
         found = {pid: names for pid, names in found.items() if len(names) > 1 or len(names[0].split()) > 1
                  or fold(names[0]) not in starts}
         people = [Person(p.person_id, p.handles, tuple(sorted({*p.names, *extra.get(p.person_id, ())})), p.emails,
@@ -761,6 +1039,7 @@ class Anonymizer:
                                 last=[x[2] for p in self.people for n in p.names if (x := name_parts(n))])
         self.scrub = Scrubber(self.people, vault, message_ids, places, allow, self.outsiders, self.vocab, lists, orgs)
         self.person_of = {i.handle: canonical.get(i.person_id, i.person_id) for i in identities}
+        self.people_verdicts: dict[bytes, list[tuple[int, int]]] = {}  # the last pass's people, per paragraph
 
     def pseudonym(self, handle: str | None) -> Pseudonym | None:
         pid = self.person_of.get(handle or "")
@@ -816,6 +1095,128 @@ class Anonymizer:
             "attrs": self._walk(ev.attrs), "provenance": self._walk(ev.provenance),
         })
 
+    def settle_people(self, events: list[Event], ner, seen: set[bytes] | None = None,
+                      batch: int = 256) -> tuple[list[Event], dict[str, int]]:
+        """The last pass for people in prose: anonymized events whose prose (the title, body and actor name the
+        leak audit reads as prose) still holds a person NER tags and the evidence rules accept (the audit's own
+        `Rules.fresh` and `Rules.people_spans`) get that person replaced, by a pseudonym of its own (the same
+        for the same name everywhere, added to the vault like any outsider's: the caller saves the vault), until
+        NER finds none (three rounds; a person still found then becomes "[PERSON]").
+
+        `seen`: digests of the paragraphs whose verdict is known (discovery read them in the raw text); it
+        grows by every paragraph this pass reads, so the audit afterwards reads only what changed since (its
+        `seen`). Returns the events and counts: paragraphs read, persons replaced, events changed."""
+        from privacy.audit import Rules, _digest  # the audit's own detector (audit imports this module's types)
+
+        rules = Rules.of(self, ner=ner, seen=seen if seen is not None else set())
+        verdicts: dict[bytes, list[tuple[int, int]]] = {}
+        stats = {"paragraphs_read": 0, "persons_found": 0, "events_changed": 0}
+        fields = ("title", "body", "actor_name")
+        out = list(events)
+        todo = list(range(len(out)))
+        for round_ in range(4):
+            changed: list[int] = []
+            for lo in range(0, len(todo), batch):
+                chunk = todo[lo:lo + batch]
+                self._own_words(rules)  # pseudonyms given so far are ours: never a person to replace again
+                fresh: list[str] = []
+                for i in chunk:
+                    for f in fields:
+                        fresh += rules.fresh(getattr(out[i], f) or "")
+                stats["paragraphs_read"] += len(fresh)
+                found: dict[int, list[tuple[int, int]]] = {}
+                for k, a, b in rules.people_spans(fresh) if fresh else ():
+                    found.setdefault(k, []).append((a, b))
+                for k, spans in found.items():
+                    verdicts[_digest(fresh[k])] = spans
+                    rules.seen.discard(_digest(fresh[k]))  # not clean: the audit reads any copy left elsewhere
+                    stats["persons_found"] += len(spans)
+                for i in chunk:
+                    update = {}
+                    for f in fields:
+                        text = getattr(out[i], f) or ""
+                        edits = self._people_edits(text, verdicts, last=round_ == 3)
+                        if edits:
+                            update[f] = _apply(text, edits)
+                    if update:
+                        out[i] = out[i].model_copy(update=update)
+                        changed.append(i)
+            if not changed:
+                break
+            todo = changed
+        stats["events_changed"] = sum(1 for a, b in zip(out, events, strict=True) if a is not b)
+        self.people_verdicts.update(verdicts)
+        if seen is not None:
+            seen |= rules.seen
+        return out, stats
+
+    def prose(self, text: str | None) -> str | None:
+        """`scrub(text)`, then the people the last pass found in the events (`settle_people`) replaced where the
+        same paragraph occurs here too: for prose outside the events that repeats theirs (the commit messages of
+        a rewritten repository)."""
+        out = self.scrub(text)
+        if not out or not self.people_verdicts:
+            return out
+        edits = self._people_edits(out, self.people_verdicts, last=False)
+        return _apply(out, edits) if edits else out
+
+    def plan_all(self, text: str, rules=None, code: bool = False) -> list[Edit]:
+        """Every edit anonymization makes to one text, on `text`: `Scrubber.plan` (the first pass and the
+        detector's last pass), then, with `rules` that have NER (`Rules.of(self, ner, seen)`), the last pass
+        for people in prose as `settle_people` makes it for the events of a dataset (one text at a time)."""
+        edits = self.scrub.plan(text, code)
+        if rules is None or rules.ner is None or code:
+            return edits
+        verdicts: dict[bytes, list[tuple[int, int]]] = {}
+        from privacy.audit import _digest  # the audit's paragraph digest (audit imports this module's types)
+
+        for round_ in range(4):
+            out = _apply(text, edits) if edits else text
+            self._own_words(rules)
+            fresh = rules.fresh(out)
+            for k, a, b in rules.people_spans(fresh) if fresh else ():
+                verdicts.setdefault(_digest(fresh[k]), []).append((a, b))
+                rules.seen.discard(_digest(fresh[k]))
+            found = self._people_edits(out, verdicts, last=round_ == 3)
+            if not found:
+                break
+            edits = _compose(text, edits, out, found) if edits else found
+        return edits
+
+    def _own_words(self, rules) -> None:
+        """Add the words of every pseudonym of the vault (those the last pass just gave too) to `rules.own_words`."""
+        if len(self.vault.pseudonyms) != getattr(rules, "_own_count", -1):
+            rules.own_words |= {w.casefold() for q in self.vault.pseudonyms.values() for w in (q.first, q.last)}
+            rules._own_count = len(self.vault.pseudonyms)
+
+    def _people_edits(self, text: str, verdicts: dict, last: bool) -> list[Edit]:
+        """The edits that replace every person span the verdicts (paragraph digest -> spans) give for the
+        paragraphs of `text` (see settle_people)."""
+        if not text or not verdicts:
+            return []
+        from privacy.audit import _digest  # the audit's paragraph digest (audit imports this module's types)
+        from privacy.ner import paragraph_offsets, to_text
+
+        edits: list[Edit] = []
+        for para, starts in paragraph_offsets(text):
+            for a, b in verdicts.get(_digest(para)) or ():
+                s, e = to_text(para, starts, a), to_text(para, starts, b - 1) + 1
+                edits.append(Edit(s, e, "[PERSON]" if last else self._late_person(text[s:e]), "residue"))
+        return _settle(edits)
+
+    def _late_person(self, value: str) -> str:
+        """The pseudonym of a person the last pass found (consistent: one per name, kept in the vault), in the
+        span's own shape: a possessive kept, line wraps kept, a titled surname as a surname."""
+        words = person_words(value)
+        name = " ".join(words)
+        pid = "x_" + content_hash("outsider", fold(name))[:16]
+        if pid not in self.vault.pseudonyms:
+            self.vault.assign([Person(pid, (), (name,), (), ())])
+        q = self.vault.pseudonyms[pid]
+        new = q.full_name if len(words) >= 2 else q.last
+        tail = re.search(r"(?:'s|\u2019s|'|\u2019)$", value.rstrip())
+        return _rewrap(value, new) + (tail.group(0) if tail and len(words) else "")
+
     def git_identity(self, name: str, email: str) -> tuple[str, str]:
         """Map a git author/committer to the pseudonym of the person behind it."""
         handle = f"git:{email.lower()}" if email else f"git:name:{name}"
@@ -825,11 +1226,13 @@ class Anonymizer:
         return (self.scrub(name) or "unknown"), (self.scrub(email) or "")
 
     def known_strings(self) -> list[str]:
-        """Every real identity string the leak audit must not find in published files."""
+        """The main real identity strings of the dataset (full names, addresses, distinctive single names and user
+        names), as written: for a person to look at. The leak audit reads every form the Scrubber knows
+        (`Scrubber.terms`, through `privacy.audit.Rules.of`), which is more."""
         return sorted(s for s, _ in self.audit_strings())
 
     def audit_strings(self) -> list[tuple[str, bool]]:
-        """(string, counts only where used as a name) for every real identity string the leak audit looks for:
+        """(string, counts only where used as a name) for the main real identity strings (see known_strings):
         full names of people and outsiders, addresses, and the single-word names and user names of five
         letters or more; a single word that is also an ordinary word ("family", "e-mail") counts only where it
         is used as a user name (`names.strong_cue`), never as the word."""
@@ -854,20 +1257,10 @@ class Anonymizer:
     def own_strings(self) -> list[str]:
         """The pseudonyms' names, addresses, user names and the handles made of them ("jane-roe"), and the fake
         domains: what the audit must not count as real."""
-        out = {self.vault.domain, *self.scrub.fake_domains}
-        for q in self.vault.pseudonyms.values():
-            out.update((q.full_name, q.first, q.last, q.email, q.username))
-            out.update(_handle(q, style) for style in ("firstlast", "first.last", "first_last", "first-last",
-                                                       "last.first"))
-        return sorted(out)
+        return self.scrub.own_strings()
 
 
 NER_MAX_CHARS = 200_000
-NOT_NAME_WORDS = frozenset("""
-    st street ave avenue road rd drive dr lane ln way blvd corp corporation inc ltd llc co company group labs
-    team support customer customers phone engineer engineering software developer manager director lead
-    head officer admin bot
-""".split())
 _NAME_WORD = re.compile(r"^[^\W\d_][^\W\d_'\u2019-]*(?:[-'\u2019][^\W\d_]+)*$")
 _CAMEL = re.compile(r"[a-z][A-Z]|^[A-Z]{2,}[a-z]")
 _MERGE_LOGIN = re.compile(r"Merge pull request #\d{1,9} from ([A-Za-z0-9][A-Za-z0-9-]{0,38})/")
@@ -879,7 +1272,7 @@ def _plain_found(ner, texts: Iterable[str]) -> Iterator:
     """The plain path (NER on every text whole), each span with its cue as `Ner.found` gives it."""
     from collections import deque
 
-    from privacy.ner import Found, cue_of
+    from privacy.ner import Found, cue_of, titled_of
 
     pending: deque = deque()
 
@@ -891,7 +1284,8 @@ def _plain_found(ner, texts: Iterable[str]) -> Iterator:
     for spans in ner.people_and_places(feed()):
         text = pending.popleft()
         for sp in spans:
-            yield Found(sp.start, sp.end, sp.kind, sp.value, cue_of(sp.kind, text, sp.start, sp.end))
+            yield Found(sp.start, sp.end, sp.kind, sp.value, cue_of(sp.kind, text, sp.start, sp.end),
+                        titled_of(sp.kind, text, sp.start))
 
 
 @dataclass(eq=True)
@@ -964,28 +1358,40 @@ def discover(events: Iterable[Event], ner, allow: Iterable[str] = (), workers: i
     person_cue: Counter = Counter()
     places: set[str] = set()
     place_cue: Counter = Counter()
+    titled: Counter = Counter()  # one word NER tagged right after a title ("Mr. Waxman")
     for sp in found:
+        if sp.kind == "person":
+            # the words as the audit reads them (`names.person_words`): a line wrap or a possessive is no reason
+            # to let a name through; the evidence rules (`names.accept_person`) judge their shape
+            words = person_words(sp.value)
+            value = " ".join(words)
+            if fold(value) in keep or len(value) < 3:
+                continue
+            if len(words) == 1 and getattr(sp, "titled", False):
+                titled[value] += 1
+            if len(words) >= 2 or _NAME_WORD.match(value):
+                person_seen[value] += 1
+                person_cue[value] += bool(getattr(sp, "cue", False))
+            continue
         value = " ".join(sp.value.split())
         value = re.sub(r"(?:'s|\u2019s)$", "", value)
         words = value.split()
         # Only words of letters: "CORE-12" or "v2 API" tagged as a place by a small model are not one.
         if fold(value) in keep or len(value) < 3 or not all(_NAME_WORD.match(w) for w in words):
             continue
-        if sp.kind == "person":
-            # "Example St", "Bench Corp", "Ingrid Prescott Software Engineer", a span over a line
-            # break: not a person's name (and replacing it everywhere would break hosts and paths).
-            if "\n" not in sp.value and not {fold(w) for w in words[1:]} & NOT_NAME_WORDS:
-                person_seen[value] += 1
-                person_cue[value] += bool(getattr(sp, "cue", False))
-        elif sp.kind == "place" and len(value) >= 4:
+        if sp.kind == "place" and len(value) >= 4:
             places.add(value)
             place_cue[value] += bool(getattr(sp, "cue", False))
 
     known_names = {fold(form) for p in people for n in p.names if (x := name_parts(n))
                    for form, _ in full_forms(*x)}
     known_names |= {fold(n) for p in people for n in p.names}
+    known_keys = {k for p in people for n in p.names for k in name_keys(n)}  # "Jeff Pellegrino", middle aside
+    known_names |= known_keys
     known_emails = {e.casefold() for p in people for e in p.emails}
     known_words = {fold(w) for p in people for n in p.names if (x := name_parts(n)) for w in (x[0], x[2])}
+    # a known person's nickname ("Ken" of Kenneth) is that person's, not an outsider's
+    known_words |= {k for p in people for n in p.names if (x := name_parts(n)) for k in nicknames(x[0])}
     vocab = Vocabulary(counts.counts, first=[x[0] for p in people for n in p.names if (x := name_parts(n))],
                        last=[x[2] for p in people for n in p.names if (x := name_parts(n))])
     accepted: dict[str, str] = {}
@@ -994,7 +1400,8 @@ def discover(events: Iterable[Event], ner, allow: Iterable[str] = (), workers: i
         words = value.split()
         if is_bot(value):
             continue
-        if fold(value) in known_names:
+        if fold(value) in known_names or name_keys(value) & known_keys or _known_inside(fold(value).split(),
+                                                                                          known_names):
             candidates.append({"name": value, "seen": seen, "evidence": "known person", "accepted": False})
             continue
         if len(words) == 1:
@@ -1007,11 +1414,20 @@ def discover(events: Iterable[Event], ner, allow: Iterable[str] = (), workers: i
             why = (f"first-name list and {'a name context' if cued else f'NER in {seen} paragraphs'} (one word: "
                    "replaced only where used as a name)") if ok else None
         else:
-            why = person_evidence(words, vocab, cue=person_cue[value] > 0)
+            why = accept_person(value, vocab, cue=person_cue[value] > 0)
         candidates.append({"name": value, "seen": seen, "cue": person_cue[value], "evidence": why,
                            "accepted": bool(why)})
         if why:
             accepted[fold(value)] = value
+    # "Mr. Waxman" with no first name anywhere: the surname after a title, unless a person known or found has it
+    surnames = known_words | {fold(v.split()[-1]) for v in accepted.values() if len(v.split()) >= 2}
+    for value, seen in sorted(titled.items()):
+        if fold(value) in surnames or fold(value) in accepted or is_bot(value):
+            continue
+        why = accept_person(value, vocab, titled=True)
+        candidates.append({"name": f"Mr. {value}", "seen": seen, "evidence": why, "accepted": bool(why)})
+        if why:
+            accepted[fold(value)] = f"Mr. {value}"  # the title marks a surname (Anonymizer: role "last")
     for (name, order, address), seen in sorted(routed.items()):
         if address in known_emails:
             continue

@@ -1,31 +1,47 @@
 """The leak audit: one function, `audit(root, rules)`, that every gate uses (publish, `taskmine audit`, the
-`anonymized_leaks` and `leak_audit` asset checks), so what blocks a run is decided in one place.
+`anonymized_leaks` and `leak_audit` asset checks), so what blocks a run is decided in one place; and its detector
+(`Rules`) is the anonymizer's last pass, so what the audit refuses the anonymizer has replaced (convention 20).
 
 What it looks for (`Rules`, built for one dataset by `Rules.of(anonymizer, ner)`):
-- the dataset's known real identity strings: full names, addresses, and single-word names and user names; a
-  single word that is also an ordinary word ("family", "e-mail") counts only where it is used as a user name
-  (`privacy.names.strong_cue`: "@family", "[~family]", "family@", a field of its own), never as the word;
+- the dataset's known identity strings, which are the anonymizer's own (`Scrubber.terms`: every form of every
+  person: full names, "Last, First", with middle initials, nicknames from a curated list, the handles made of a
+  name, addresses, user names), any whitespace or a line wrap with its quote markers standing for a space; and
+  whether one counts where it stands is the anonymizer's own decision (`Scrubber.decide`): a word that is also
+  an ordinary word ("Page", "family") only where the text uses it as a name (a title, a greeting, a list of
+  people, a signature, beside another name of the person, in a text that names the person in full), never in a
+  URL scheme or a public host, in code only with a strong cue; an account whose name is ordinary words ("Fix
+  Please") only as a whole;
 - everything the pattern recognizers find (`privacy.pii`: e-mail addresses, phones, postal addresses, IPs,
-  personal URLs, cards, IBANs, SSNs, secrets), except our own output: pseudonyms and their addresses, the fake
-  domains, placeholders, opaque Message-IDs, and the list and role addresses the anonymizer keeps;
+  personal URLs, cards, IBANs, SSNs, secrets and credentials, in code and diffs too), except our own output
+  (pseudonyms and their addresses, the fake domains, placeholders, opaque Message-IDs, the list and role
+  addresses the anonymizer keeps) and what `privacy.exceptions` excuses (asset names like `icon@2x.png`, package
+  scopes, `pkg@1.2.3`, Message-IDs): the anonymizer calls the same recognizers, so neither refuses what the
+  other keeps;
 - with NER, people in prose (titles, bodies, prompts, JSON strings, text files, commit messages): a person NER
-  tags and the evidence rules accept (`names.person_evidence`, as `anonymize.discover` decides), that is not a
-  pseudonym. Prose paragraphs identical to a raw paragraph discovery already read are skipped: NER would say
-  the same of them, and a person accepted there was replaced, so the paragraph would have changed. The audit's
-  NER reads only what anonymization changed, a fraction of what discovery read.
+  tags and the evidence rules accept (`names.accept_person`, the rule `anonymize.discover` applies), that is not
+  a pseudonym. Paragraphs whose verdict is known are skipped (`seen`): a raw paragraph discovery read unchanged
+  (NER would say the same of it, and a person accepted there was replaced, so the paragraph would have changed),
+  and a paragraph the anonymizer's last pass read (`Anonymizer.settle_people` runs `fresh` and `people_spans`
+  of these same rules on what anonymization changed, and replaces what they find).
 - with `manifest`, that every file matches the published manifest.json (sha256), and nothing is missing or extra.
+
+What a caller gets per text (`Rules.spans`, `Rules.find`, `Rules.residue`; cheap enough for every record after
+anonymization; see `Rules`): the kind and the offsets of each finding and the listed string's index, never the
+string. `audit` walks files with them.
 
 Invariants:
 - Every file under `root` is scanned (or `root` itself when it is a file): Parquet column by column (a value
-  that is a JSON document as its strings, like a JSON file), JSON as its
+  that is a JSON document as its strings, like a JSON file; `diff`, `patch` and `test_patch` as code), JSON as its
   string values (or as text when it does not parse), JSON lines (the published world's documents.jsonl) line by
   line as records whose title/body are prose, git bundles and repositories through the history they hold
-  (every commit's identities, message and patch, and every blob of every tree), anything else as text decoded
-  leniently.
+  (every commit's identities and message as prose, its patch and every blob of every tree as code), anything else
+  as text decoded leniently.
 - A hit names the file, where in it, and the kind of what was found, never the string itself (the report may be
   shown to people); `index` is a listed string's position in the rules' list, for the owner to look it up.
 - Our own sha256 listings (manifest.json, the world_manifest column) are hashes next to file names like auth.py:
   only identity strings are searched there (the secret recognizers would read assignments).
+- `audit(anonymize(x))` is empty: anonymizing a text runs these rules on the result and replaces what they find
+  (`Scrubber.plan`, `Anonymizer.settle_people`); tests/test_real_anonymization.py holds it on every real export.
 """
 
 from __future__ import annotations
@@ -44,13 +60,15 @@ from typing import TYPE_CHECKING
 import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
-    from privacy.anonymize import Anonymizer
+    from privacy.anonymize import Anonymizer, Scrubber
 
 # Domains only taskmine writes: the scrubber's placeholders and opaque Message-IDs, and the tool server's ids of
 # messages sent in an episode and its default persona (RFC 2606 `.invalid`: never a real mailbox). An oracle
 # trajectory (graders.trajectory) shows the tools' real answers, which carry them.
 OWN_DOMAINS = frozenset({"redacted.example", "message-id.invalid", "episode.invalid", "company.invalid"})
 PROSE_COLUMNS = frozenset({"title", "body", "prompt", "actor_name", "problem_statement", "hints_text", "messages"})
+# Columns of source code and diffs: the anonymizer scrubs them as code (`code=True`), and the audit reads them so.
+CODE_COLUMNS = frozenset({"diff", "patch", "test_patch"})
 _PLACEHOLDER = re.compile(r"^\[[A-Za-z_:]+\]$")
 
 
@@ -92,91 +110,178 @@ class Report:
                 f"first in {first.file} ({first.where}, {first.kind} #{first.index})")
 
 
-class Rules:
-    """What the audit looks for (see the module docstring).
+@dataclass(frozen=True)
+class Finding:
+    """A span of a text that must not be published: offsets into the text given, the kind, and the listed string's
+    position in the rules' list (`Rules.strings`; -1 when it is no listed string: a pattern, a person NER found).
+    Never the string itself: a report may be shown to people."""
 
-    `known`: identity strings that count wherever they occur; `handles`: single words that count only where
-    used as a name; `own`: strings of our own output (pseudonyms, their addresses and user names, fake
-    domains); `keep_email`: a predicate for the addresses anonymization keeps (lists, roles); `ner` and `vocab`:
-    NER and the dataset's vocabulary for people in prose; `seen`: digests of the raw paragraphs discovery read."""
+    start: int
+    end: int
+    kind: str
+    index: int = -1
+
+
+class Rules:
+    """What the audit looks for (see the module docstring), and the one detector the anonymizer's last pass runs.
+
+    Built for a dataset by `Rules.of(anonymizer, ner)` (or `Rules.of_scrubber(scrubber)`): the known strings are
+    the anonymizer's own (`Scrubber.terms`: every form of every person, with nicknames, initials and handles) and
+    whether one counts where it stands is the anonymizer's own decision (`Scrubber._term`: an ordinary word
+    only where the text uses it as a name, never in a URL scheme or a public host name, in code only with a
+    strong cue). Built from lists (`Rules(known, handles=...)`, for a file with no dataset behind it): `known`
+    counts wherever it occurs, a `handles` word only where used as a user name.
+    `own`: strings of our own output (pseudonyms, their addresses and user names, fake domains); `keep_email`: a
+    predicate for the addresses anonymization keeps (lists, roles); `ner` and `vocab`: NER and the dataset's
+    vocabulary for people in prose; `seen`: digests of the paragraphs whose verdict is known (read by discovery
+    in the raw text, or by the anonymizer's last pass).
+
+    What a caller gets, per text (cheap enough for every record after anonymization):
+    - `spans(text, code=..., whole_field=...)`: a `Finding` (offsets, kind, index) for every known string and
+      pattern (`privacy.pii`: addresses, phones, personal URLs, secrets) that must not be published, our own
+      output and what `privacy.exceptions` excuses left out; `find(text)` the same as (kind, index) pairs;
+    - `residue(text, code=...)`: the same findings as the edits that remove them (the anonymizer's last pass);
+    - people in prose go through NER in batches: `fresh(text)` (the paragraphs NER must read) then
+      `people(paragraphs)` / `people_spans(paragraphs)` (an NER person the evidence rules accept, as
+      `anonymize.discover` accepts it: `names.accept_person`)."""
 
     def __init__(self, known: Iterable[str] = (), *, handles: Iterable[str] = (), own: Iterable[str] = (),
                  patterns: bool = True, secrets: bool = True, keep_email=None, ner=None, vocab=None,
                  seen: set[bytes] | None = None):
-        from privacy.fastscrub import TermMatcher, order
+        from privacy.fastscrub import TermMatcher, order, term_pattern
 
         self.strings = order({s for s in known if s and len(s.strip()) >= 3})
         self.handles = order({h for h in handles if h and len(h.strip()) >= 3} - set(self.strings))
         self.index = {s.casefold(): i for i, s in enumerate(self.strings + self.handles)}
-        # on word boundaries, not inside an address or host; after an "@" only as a mention ("@jdoe", not x@jdoe)
+        # on word boundaries, not inside an address or host; after an "@" only as a mention ("@jdoe", not x@jdoe);
+        # a line wrap may stand where a known string has a space
         head = r"(?:(?<![\w@.])|(?<=^@)|(?<=[^\w.@-]@))"
         self._known = None
         if self.strings:
-            rx = re.compile(rf"{head}(?:{'|'.join(re.escape(s) for s in self.strings)})(?![\w@])", re.I | re.M)
-            self._known = TermMatcher(rx, self.strings)
+            rx = re.compile(rf"{head}(?:{'|'.join(term_pattern(s) for s in self.strings)})(?![\w@])", re.I | re.M)
+            self._known = TermMatcher(rx, self.strings, term_pattern)
         self._handles = None
         if self.handles:
-            rx = re.compile(rf"{head}(?:{'|'.join(re.escape(s) for s in self.handles)})(?![\w@])", re.I | re.M)
-            self._handles = TermMatcher(rx, self.handles)
+            rx = re.compile(rf"{head}(?:{'|'.join(term_pattern(s) for s in self.handles)})(?![\w@])", re.I | re.M)
+            self._handles = TermMatcher(rx, self.handles, term_pattern)
         self.own = {o.casefold() for o in own if o}
         self.own_domains = {o for o in self.own if "." in o and "@" not in o and " " not in o}
-        self.own_words = {w for o in self.own if "@" not in o for w in o.split()}
+        self.own_words = {w for o in self.own if "@" not in o for w in o.replace(",", " ").split()}
         self.patterns, self.secrets = patterns, secrets
         self.keep_email = keep_email or (lambda address: False)
         self.orgs: set[str] = set()
+        self.allow: set[str] = set()  # folded names the dataset's config allows (reviewed public figures)
+        self.scrub = None  # the anonymizer's Scrubber, when the rules are a dataset's
         self.ner, self.vocab, self.seen = ner, vocab, seen if seen is not None else set()
 
     @classmethod
     def of(cls, anon: Anonymizer, ner=None, seen: set[bytes] | None = None) -> Rules:
         """The rules for the dataset `anon` anonymizes (with `ner`, people in prose too)."""
-        strings = anon.audit_strings()
-        rules = cls([s for s, handle_only in strings if not handle_only],
-                    handles=[s for s, handle_only in strings if handle_only], own=anon.own_strings(),
-                    keep_email=anon.scrub.kept_email, ner=ner, vocab=anon.vocab, seen=seen)
-        rules.orgs = set(anon.scrub.orgs)
+        return cls.of_scrubber(anon.scrub, ner=ner, seen=seen)
+
+    @classmethod
+    def of_scrubber(cls, scrub: Scrubber, ner=None, seen: set[bytes] | None = None) -> Rules:
+        """The rules of the dataset a `Scrubber` anonymizes: its known strings and its decisions."""
+        from privacy.fastscrub import order
+
+        rules = cls(own=scrub.own_strings(), keep_email=scrub.kept_email, ner=ner, vocab=scrub.vocab, seen=seen)
+        rules.scrub = scrub
+        rules.orgs = set(scrub.orgs)
+        rules.allow = set(getattr(scrub, "allow", ()))
+        rules.strings = order(k for k, t in scrub.terms.items() if t.role != "place")
+        rules.index = {s: i for i, s in enumerate(rules.strings)}
         return rules
 
     # ----------------------------------------------------------------------------------------- finding
 
     def find(self, text: str, *, secrets: bool | None = None, patterns: bool | None = None,
-             whole_field: bool = False) -> Iterator[tuple[str, int]]:
+             whole_field: bool = False, code: bool = False) -> Iterator[tuple[str, int]]:
         """(kind, index) of every known string and pattern in `text` that must not be published (people in prose
         are `people`'s: NER reads in batches). `whole_field`: `text` is one value of a structured field (a user
-        name alone there is one)."""
+        name alone there is one); `code`: source code or a diff (an ordinary word counts only with a strong
+        cue, as the anonymizer decides for code)."""
+        for f in self.spans(text, secrets=secrets, patterns=patterns, whole_field=whole_field, code=code):
+            yield f.kind, f.index
+
+    def spans(self, text: str, *, secrets: bool | None = None, patterns: bool | None = None,
+              whole_field: bool = False, code: bool = False) -> list[Finding]:
+        """Every `Finding` in `text`, sorted by start (see `find`)."""
+        return sorted((f for f, _ in self._candidates(text, secrets, patterns, whole_field, code)),
+                      key=lambda f: (f.start, f.end))
+
+    def residue(self, text: str, code: bool = False) -> list:
+        """The anonymizer's last pass: the edits (`anonymize.Edit`, offsets into `text`, non-overlapping) that
+        replace every finding of `spans(text, code=code)` the way the first pass would have (the person's
+        pseudonym, a placeholder). Needs rules built from a Scrubber."""
+        from privacy.anonymize import _settle
+
+        return _settle([e for _, e in self._candidates(text, None, None, False, code) if e is not None])
+
+    def _candidates(self, text: str, secrets: bool | None, patterns: bool | None, whole_field: bool,
+                    code: bool) -> Iterator[tuple[Finding, object]]:
         if not text:
             return
+        if self.scrub is not None:
+            yield from self._terms(text, code)
+        else:
+            yield from self._listed(text, whole_field)
+        if self.patterns if patterns is None else patterns:
+            yield from self._patterns(text, self.secrets if secrets is None else secrets)
+
+    def _terms(self, text: str, code: bool) -> Iterator[tuple[Finding, object]]:
+        """The dataset's known strings where the anonymizer's own decision (`Scrubber._term`) replaces them."""
+        from privacy.anonymize import Edit
+        from privacy.fastscrub import norm
+
+        scrub = self.scrub
+        if scrub._known is None:
+            return
+        for m, new in scrub.decide(text, list(scrub._known.finditer(text)), code):
+            key = norm(m.group(0))
+            term = scrub.terms.get(key)
+            if new is None or term is None or term.role == "place" or key in self.own or key in self.own_words:
+                continue
+            kind = "email" if "@" in key else ("username" if term.role == "user" else "name")
+            yield (Finding(m.start(), m.end(), kind, self.index.get(key, -1)),
+                   Edit(m.start(), m.end(), new, "term", term.person, term.role))
+
+    def _listed(self, text: str, whole_field: bool) -> Iterator[tuple[Finding, None]]:
+        from privacy.fastscrub import norm
+
         if self._known is not None:
             for m in self._known.finditer(text):
-                s = m.group(0)
-                yield _kind(s), self.index.get(s.casefold(), -1)
+                key = norm(m.group(0))
+                yield Finding(m.start(), m.end(), _kind(key), self.index.get(key, -1)), None
         if self._handles is not None:
             from privacy.names import strong_cue
 
             for m in self._handles.finditer(text):
                 if whole_field and m.start() == 0 and m.end() == len(text) or \
                         strong_cue(text, m.start(), m.end(), "user"):
-                    yield "username", self.index.get(m.group(0).casefold(), -1)
-        if self.patterns if patterns is None else patterns:
-            yield from self._patterns(text, self.secrets if secrets is None else secrets)
+                    yield Finding(m.start(), m.end(), "username", self.index.get(norm(m.group(0)), -1)), None
 
-    def _patterns(self, text: str, secrets: bool) -> Iterator[tuple[str, int]]:
+    def _patterns(self, text: str, secrets: bool) -> Iterator[tuple[Finding, object]]:
         from privacy import pii
 
         for sp in pii.find(text):
             if sp.kind.startswith("secret:"):
-                if secrets:
-                    yield sp.kind, -1
-            elif not self._ours(sp):
-                yield sp.kind, -1
+                if not secrets:
+                    continue
+            elif self._ours(sp):
+                continue
+            edit = self.scrub.replacement(text, sp) if self.scrub is not None else None
+            yield Finding(sp.start, sp.end, sp.kind, -1), edit
 
     def _ours(self, sp) -> bool:
         """Whether a recognized span is our own output (a pseudonym's address or user name, a fake domain, an
-        opaque id) or something anonymization keeps on purpose (a list's or role's address)."""
+        opaque id) or something anonymization keeps on purpose (a list's or role's address): the same spans the
+        anonymizer's first pass leaves as they are."""
         from privacy import pii
 
         v = sp.value.casefold()
         if sp.kind == "email":
             address = re.sub(r"\s+at\s+", "@", v, count=1) if "@" not in v else v
+            address = re.sub(r"\n(?:[ \t]*>)*[ \t]*", "", address)
             domain = address.rsplit("@", 1)[-1]
             return (address in self.own or domain in OWN_DOMAINS
                     or domain in self.own_domains or self.keep_email(address))
@@ -186,9 +291,11 @@ class Rules:
             return name in self.own or name in self.orgs or _PLACEHOLDER.match(name) is not None
         return False
 
+    # -------------------------------------------------------------------------------------- people (NER)
+
     def fresh(self, text: str) -> list[str]:
         """The paragraphs of `text` NER must read: not read by discovery (anonymization changed them), nor by
-        this audit already (their verdict is known). Empty without NER."""
+        this audit or the anonymizer's last pass already (their verdict is known). Empty without NER."""
         if self.ner is None:
             return []
         from privacy.ner import paragraphs
@@ -204,19 +311,28 @@ class Rules:
     def people(self, paragraphs: list[str]) -> Iterator[tuple[int, str]]:
         """(index in `paragraphs`, "person") for every person NER tags there that the evidence rules accept and
         that is not a pseudonym."""
-        from privacy.names import person_evidence
-        from privacy.ner import cue_of
+        for i, _, _ in self.people_spans(paragraphs):
+            yield i, "person"
+
+    def people_spans(self, paragraphs: list[str]) -> Iterator[tuple[int, int, int]]:
+        """(index in `paragraphs`, start, end) of every person NER tags there that `names.accept_person` accepts
+        (the rule `anonymize.discover` applies to the raw text) and that is no pseudonym of ours."""
+        from privacy.names import accept_person, fold, person_words
+        from privacy.ner import cue_of, titled_of
 
         self.ner_read += len(paragraphs)
         for i, spans in enumerate(self.ner.people_and_places(paragraphs)):
+            text = paragraphs[i]
             for sp in spans:
                 if sp.kind != "person":
                     continue
-                words = re.sub(r"(?:'s|\u2019s)$", "", " ".join(sp.value.split())).split()
-                if len(words) < 2 or any(w.casefold().strip(".,") in self.own_words for w in words):
+                words = person_words(sp.value)
+                if not words or any(w.casefold().strip(".,") in self.own_words for w in words) or \
+                        fold(" ".join(words)) in self.allow:
                     continue
-                if person_evidence(words, self.vocab, cue_of("person", paragraphs[i], sp.start, sp.end)):
-                    yield i, "person"
+                if accept_person(sp.value, self.vocab, cue_of("person", text, sp.start, sp.end),
+                                 titled_of("person", text, sp.start)):
+                    yield i, sp.start, sp.end
 
     ner_read = 0
 
@@ -293,12 +409,13 @@ def _audit(root: Path, rules: Rules, report: Report, manifest: bool, limit: int)
             listing = own_listing or "manifest" in where
             add(rel, where, text, secrets=False if listing else None,
                 patterns=False if listing or kind == "binary" else None, prose=kind == "prose",
-                whole_field=kind in ("prose", "field"))
+                whole_field=kind in ("prose", "field"), code=kind == "code")
     for repo in repos:
         report.files += 1
         rel = str(repo.relative_to(root))
         for where, text, kind in _git_texts(repo):
-            add(rel, where, text, prose=kind == "prose", patterns=False if kind == "binary" else None)
+            add(rel, where, text, prose=kind == "prose", patterns=False if kind == "binary" else None,
+                code=kind == "code")
     flush()
 
 
@@ -326,11 +443,12 @@ def _manifest_problems(root: Path, paths: list[Path]) -> Iterator[tuple[str, str
 
 
 def _texts(path: Path) -> Iterator[tuple[str, str, str]]:
-    """(where, text, kind) of a file: kind "prose" (NER reads it), "field" (a structured value) or "text"."""
+    """(where, text, kind) of a file: kind "prose" (NER reads it), "field" (a structured value), "code" (source
+    or a diff), "text" or "binary"."""
     if path.suffix == ".parquet":
         table = pq.read_table(path)
         for name in table.column_names:
-            kind = "prose" if name in PROSE_COLUMNS else "field"
+            kind = "prose" if name in PROSE_COLUMNS else ("code" if name in CODE_COLUMNS else "field")
             for i, v in enumerate(table.column(name).to_pylist()):
                 if v is None:
                     continue
@@ -426,7 +544,7 @@ def _git_texts(repo: Path) -> Iterator[tuple[str, str, str]]:
             sha, _, rest = record.strip("\n").partition("\x00")
             yield f"commit {sha[:12]}", rest, "prose"
     patches = subprocess.run(["git", "-C", str(repo), "log", "--all", "-p", "--format=%H"], capture_output=True)
-    yield "git log -p --all", patches.stdout.decode("utf-8", "replace"), "text"
+    yield "git log -p --all", patches.stdout.decode("utf-8", "replace"), "code"
     objs = subprocess.run(["git", "-C", str(repo), "rev-list", "--objects", "--all"], capture_output=True)
     shas = [line.split()[0] for line in objs.stdout.decode().splitlines() if line]
     if shas:
@@ -444,5 +562,5 @@ def _git_texts(repo: Path) -> Iterator[tuple[str, str, str]]:
             if head[1] != b"blob":
                 continue
             # a binary file (anonymization leaves it as it is): listed strings only, no patterns on noise
-            kind = "binary" if b"\0" in data[:8192] or len(data) > 2_000_000 else "text"
+            kind = "binary" if b"\0" in data[:8192] or len(data) > 2_000_000 else "code"
             yield f"blob {head[0].decode()[:12]}", data.decode("utf-8", "replace"), kind

@@ -22,7 +22,8 @@ How (`TermMatcher.sub`, a drop-in for `pattern.sub(repl, text)`):
 Invariant: `TermMatcher(rx, terms).sub(f, s) == rx.sub(f, s)` and `finditer(s)` gives the spans of
 `rx.finditer(s)`, for every text. Each per-position regex tries a
 superset of the terms that can match there, in the original order, so the first that matches is the one the
-original alternation picks; positions the scanner skips cannot start a match; like `re.sub`, scanning resumes
+original alternation picks (a term with a space among its first characters, where the text may wrap a line, is
+in every such regex); positions the scanner skips cannot start a match; like `re.sub`, scanning resumes
 at the end of each replacement, and look-behind reads the original text before the position. ASCII
 characters match each other case-insensitively exactly when their lower() is equal; every other case
 equivalence (Kelvin sign and k, long s and s, dotless i and I) involves a non-ASCII character and goes to a
@@ -49,11 +50,29 @@ def order(terms: Iterable[str]) -> list[str]:
     return sorted(terms, key=lambda s: (-len(s), s))
 
 
+def term_pattern(term: str) -> str:
+    """The regex of a known string: literal, but any whitespace or a line wrap (quote markers included, as a
+    quoting client rewraps: "Douglas \\n> Condon") may stand where the string has a space."""
+    return re.escape(term).replace("\\ ", SEP)
+
+
+# What may stand for one space of a known string: blanks, or a line break with the blanks and quote markers
+# around it.
+SEP = r"(?:[ \t]*\r?\n(?:[ \t]*>)*[ \t]*|[ \t]+)"
+_SEP_RX = re.compile(SEP)
+
+
+def norm(matched: str) -> str:
+    """The known string a match of `term_pattern` stands for (its separators made single spaces), casefolded."""
+    return _SEP_RX.sub(" ", matched).casefold()
+
+
 class TermMatcher:
-    def __init__(self, rx: re.Pattern, terms: Iterable[str]):
+    def __init__(self, rx: re.Pattern, terms: Iterable[str], escape: Callable[[str], str] = re.escape):
         self.rx = rx
+        self.escape = escape
         keys = order(terms)
-        alternation = "|".join(re.escape(k) for k in keys)
+        alternation = "|".join(escape(k) for k in keys)
         head, sep, tail = rx.pattern.partition(f"(?:{alternation})")
         self.split = bool(sep) and bool(keys) and f"(?:{alternation})" not in tail
         if not self.split:
@@ -64,7 +83,8 @@ class TermMatcher:
         self.buckets: dict[str, list[int]] = {}
         self.always: list[int] = []
         for i, k in enumerate(keys):
-            if len(k) >= KEY and k[:KEY].isascii():
+            # a space among the first characters may be a line wrap in the text: such a term is always tried
+            if len(k) >= KEY and k[:KEY].isascii() and " " not in k[:KEY]:
                 self.buckets.setdefault(k[:KEY].lower(), []).append(i)
             else:
                 self.always.append(i)
@@ -89,7 +109,7 @@ class TermMatcher:
         if key not in self.compiled:
             picked = sorted(self.buckets.get(key, []) + self.always)
             self.compiled[key] = re.compile(
-                self.head + "(?:" + "|".join(re.escape(self.keys[i]) for i in picked) + ")" + self.tail,
+                self.head + "(?:" + "|".join(self.escape(self.keys[i]) for i in picked) + ")" + self.tail,
                 self.flags) if picked else None
         return self.compiled[key]
 

@@ -19,7 +19,8 @@ Sources (installed packages, read lazily and cached per process; nothing is down
 
 Invariants:
 - No work at import time; each table is built once per process, on first use.
-- `Vocabulary.ordinary(w)` is True when the dataset uses `w` in lower case at least twice, or `w` is a stop word
+- `Vocabulary.ordinary(w)` is True when the dataset uses `w` in lower case at least twice (once, for a word of
+  the English lexicon that is not mainly a name), or `w` is a stop word
   or a month or weekday, or an English word of the frequency list (or an inflection of one) that is not a name,
   or a common English word (frequency rank under `COMMON_RANK`) that is also a name but not mainly one
   (`NAME_DOMINANT` lists those that are). Everything else (real surnames, user names, rare words such as the
@@ -37,6 +38,8 @@ import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
+
+from privacy.exceptions import handle_excused
 
 COMMON_RANK = 6000  # whole words of the frequency list before this rank are common English words
 CALENDAR = frozenset("""
@@ -215,6 +218,7 @@ class Vocabulary:
                  last: Iterable[str] = ()):
         self.lower = lower_counts or {}
         f, s = person_names()
+        self.listed_first = f  # the lists' given names alone, without the dataset's own
         self.first = f | {fold(x) for x in first}
         self.last = s | {fold(x) for x in last}
         self._stop = stop_words()
@@ -234,6 +238,8 @@ class Vocabulary:
             return True
         if not is_english(w):
             return False
+        if self.lower.get(w, 0) >= 1 and w not in NAME_DOMINANT:
+            return True  # an English word the dataset writes in lower case ("the swift rise") is a word here
         rank = frequency_rank(w)
         if w not in self.first and w not in self.last:
             # a lexicon word nobody writes (WordNet lists "barnard", "furnish"): rare enough to be a name
@@ -290,8 +296,24 @@ _SAID_AFTER = re.compile(
 _ATTRIBUTION = re.compile(r"(?:^|[\"\u201d'\s])[\u2014\u2015\u2013][ \t]*$")
 _HANDLE_BEFORE = re.compile(r"(?:@|\[~|~|\buser[ \t]+|\blogin[ \t]+|\bu/)$")
 _SENTENCE_END = frozenset(".!?:;")
+_INITIAL_AFTER = re.compile(r"[ \t]+[A-Z]\.?[ \t]*")
+_SENTENCE_BEFORE = re.compile(r"[a-z0-9)][.!?][ \t]+\Z")
 _TITLE_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
 _LINE_LEAD = re.compile(r"^[ \t]*(?:(?:>[ \t]?)+|[-*+#][ \t]+|\d{1,3}[.)][ \t]+)*[ \t]*")
+# A line that lists people: its key, then names separated by commas, semicolons or "and" (the name in question is
+# one of them: nothing but names, initials, titles and separators stand between the key and it).
+_LIST_KEYS = (r"attendees|attending|attendance|participants|present|absent|invitees|invited|distribution|"
+              r"distribution list|recipients|to|cc|bcc|from|sent by|speakers|panelists|panel|guests|"
+              r"team members|members|contacts|contact|owner|owners|reviewers|approvers|approved by|signed|"
+              r"prepared by|written by|reported by|by|regrets|apologies|copies to|copy to|on behalf of")
+_TITLE = r"(?:(?i:mr|mrs|ms|dr|prof)\.?[ \t]+)?"
+# A line of three or more names and nothing else: 1-3 capitalized words (or initials) each, separated by commas
+# or semicolons (a wrapped recipient or attendee list).
+_NAME_ITEM = r"[A-Z][\w'\u2019.-]*(?:[ \t]+[A-Z][\w'\u2019.-]*){0,2}"
+_NAMES_LINE = re.compile(rf"[ \t]*(?:{_NAME_ITEM}[ \t]*[,;][ \t]*){{2,}}{_NAME_ITEM}[ \t]*[,;]?[ \t]*")
+_LIST_LINE = re.compile(rf"(?i:{_LIST_KEYS})[ \t]*:[ \t]*(?:{_TITLE}[A-Z][\w'\u2019.-]*"
+                        rf"(?:[ \t]+[A-Z][\w'\u2019.-]*){{0,3}}[ \t]*(?:[,;/&]|\band\b)[ \t]*)*{_TITLE}"
+                        rf"(?:[A-Z][\w'\u2019.-]*[ \t]+){{0,2}}\Z")
 
 
 def strong_cue(text: str, start: int, end: int, role: str = "first") -> bool:
@@ -308,14 +330,25 @@ def strong_cue(text: str, start: int, end: int, role: str = "first") -> bool:
     line_end = len(text) if line_end < 0 else line_end
     before = text[line_start:start]
     after = text[end:line_end]
-    if _HANDLE_BEFORE.search(before[-8:]) or (role == "user" and after.startswith("@")):
+    handle = _HANDLE_BEFORE.search(before[-8:])
+    if handle and handle.group(0)[:1] in "ul" and text[start:end].casefold() in stop_words():
+        handle = None  # "the user will be ...": a word after "user", not a user name
+    if (handle or (role == "user" and after.startswith("@"))) \
+            and not handle_excused(text, start, end):  # "@babel/core", "lodash@4.17.21" name packages
         return True
-    if _SAID_AFTER.match(after):
-        return True
+    said = _SAID_AFTER.match(after)
+    if said and (said.group(0).lstrip().startswith("<") or not text[start:end].islower() or role == "user"):
+        return True  # "Jane wrote", "Jane's", "jane <jane@...>": not "the bill reported", "the page's"
     lead = _LINE_LEAD.match(before)
     bare = before[lead.end():] if lead else before
-    if not bare.strip(" \t-~") and not after.strip(" \t.,!-"):
-        return True  # a line of its own: a signature, a name on a routing line
+    if role != "user" and (_LIST_LINE.match(bare) or _NAMES_LINE.fullmatch(text, line_start + len(before)
+                                                                            - len(bare), line_end)):
+        return True  # "Attendees: Lay, Skilling", "cc: Jeff, Rick", "Lay, Skilling; Fastow": a list of people
+    if not bare.strip(" \t-~") and (not after.strip(" \t.,!-") or _INITIAL_AFTER.fullmatch(after)):
+        return True  # a line of its own: a signature ("Bill", "Bill C."), a name on a routing line
+    if role != "user" and _SENTENCE_BEFORE.search(bare) and not after.strip() and \
+            not text[line_end:line_end + 200].split("\n\n", 1)[0].strip():
+        return True  # "... the headcount plan. Sue": a sign-off ending the paragraph after the last sentence
     if not bare.strip() and after.startswith(">"):
         return True  # "Herbert> ..." : the name a supercite-style quote puts before every quoted line
     if _ATTRIBUTION.search(before[-12:]) and not after.strip(" \t.,;"):
@@ -408,6 +441,56 @@ def full_forms(first: str, middle: tuple[str, ...], last: str) -> list[tuple[str
     return out
 
 
+@lru_cache(maxsize=1)
+def _nick_tables() -> tuple[dict[str, frozenset[str]], dict[str, frozenset[str]]]:
+    """(name -> its nicknames, nickname -> its names) of the `nicknames` package's curated list (Old Dominion
+    University's; English given names), folded; empty without the package."""
+    if importlib.util.find_spec("nicknames") is None:
+        return {}, {}
+    from nicknames import NickNamer
+
+    down = {fold(k): frozenset(fold(v) for v in vs) for k, vs in NickNamer.default_lookup().items()}
+    up: dict[str, set[str]] = {}
+    for k, vs in down.items():
+        for v in vs:
+            up.setdefault(v, set()).add(k)
+    return down, {k: frozenset(v) for k, v in up.items()}
+
+
+def nicknames(first: str) -> frozenset[str]:
+    """The other given names a person called `first` goes by (folded): its nicknames ("Steven" -> steve,
+    stevie), and the names it is a nickname of ("Steve" -> steven, stephen). Two letters at least, never the
+    name itself. From a curated list (the `nicknames` package), never guessed."""
+    down, up = _nick_tables()
+    f = fold(first)
+    return frozenset(n for n in down.get(f, frozenset()) | up.get(f, frozenset()) if len(n) >= 2 and n != f)
+
+
+def name_keys(display: str | None) -> set[str]:
+    """The folded "first last" keys a display name is known by, middle names and initials aside, with the
+    given name's nicknames ("Jeffrey M. Pellegrino" -> jeffrey pellegrino, jeff pellegrino, geoff pellegrino):
+    two names with a key in common are the same person's."""
+    parts = name_parts(display)
+    if parts is None:
+        return set()
+    f, _, la = parts
+    return {fold(f"{g} {la}") for g in (f, *nicknames(f))}
+
+
+def ordinary_account(words: list[str], vocab: Vocabulary) -> bool:
+    """Whether a display name is made of ordinary words rather than a person's names ("Fix Please", "Build
+    Master", "Release Manager", "All Houston Employees"): its first and last words are ordinary and the first is
+    no given name (of the lists or a nickname's). Such an account is replaced as an account (its handles, its
+    whole display name where used as a name), never word by word: its words in prose are words ("Won't Fix")."""
+    core = [w for w in words if len(w.rstrip(".")) >= 2]  # the lists, not the dataset's names: it is one of them
+    # its first and last words are ordinary ("All Houston Employees": a place between them changes nothing)
+    if not core or not (vocab.ordinary(core[0]) and vocab.ordinary(core[-1])):
+        return False
+    first = fold(core[0])
+    return not (first in getattr(vocab, "listed_first", ()) or first in _nick_tables()[1]
+                or first in _nick_tables()[0])
+
+
 def handle_forms(first: str, last: str) -> list[tuple[str, str]]:
     """(handle, style) of the user names and host names people make of their name: "janeroe", "jane.roe",
     "jane_roe", "jane-roe", "jroe", "roe.jane" (ASCII, lower case; "ü" both as "u" and as "ue")."""
@@ -438,6 +521,62 @@ def _ascii(word: str) -> list[str]:
 _PARTICLES = frozenset("van von der den de da del della di du la le bin ibn al el mac st".split())
 _NAME_WORD = re.compile(r"[A-Z\u00c0-\u00de][a-z\u00df-\u00ff]+(?:[-'\u2019][A-Z\u00c0-\u00de]?[a-z\u00df-\u00ff]+)*"
                         r"|(?:Mc|Mac|O')[A-Z][a-z]+|[A-Z]\.?")
+
+
+# A capitalized word after a given name that makes the two a place's or an organization's name, not a person's
+# ("Allen Center", "Jordan River", "Grant Park"): a given name there is no one's.
+PLACE_AFTER_WORDS = frozenset("""
+    center centre building tower towers plaza hall park square bridge river lake street avenue road drive
+    boulevard court place station airport hotel inn university college school institute hospital church bank
+    capital partners associates group corp corporation inc llc ltd company utilities energy systems securities
+    brokerage foundation fund trust county city mall stadium arena field island bay valley mountain canyon
+""".split())
+_PLACE_AFTER = re.compile(r"[ \t]+([A-Z][a-z]+)\b")
+
+
+def place_after(text: str, end: int) -> bool:
+    """Whether the word after text[:end] makes it part of a place's or an organization's name ("Allen Center")."""
+    m = _PLACE_AFTER.match(text, end)
+    return m is not None and m.group(1).casefold() in PLACE_AFTER_WORDS
+
+
+# Words after the first that make a tagged span no person's name ("Example St", "Bench Corp", "Jane Roe Software
+# Engineer"): replacing such a span everywhere would break hosts, paths and titles.
+NOT_NAME_WORDS = frozenset("""
+    st street ave avenue road rd drive dr lane ln way blvd corp corporation inc ltd llc co company group labs
+    team support customer customers phone engineer engineering software developer manager director lead
+    head officer admin bot
+""".split())
+_POSSESSIVE = re.compile(r"(?:'s|\u2019s|'|\u2019)$")
+TITLES_RX = re.compile(r"(?i)\b(?:mr|mrs|ms|dr|prof|sen|senator|rep|gov|judge|president|chairman|ceo)\.?[ \t]+\Z")
+
+
+def person_words(value: str) -> list[str]:
+    """The words of a span NER tagged as a person, as both discovery and the audit read it: whitespace (a line
+    wrap too) collapsed, quote markers of a wrapped quoted line dropped, a possessive ending removed."""
+    words = [w for w in value.split() if w.strip(">")]
+    if words:
+        words[-1] = _POSSESSIVE.sub("", words[-1])
+    return [w for w in words if w]
+
+
+def accept_person(value: str, vocab: Vocabulary, cue: bool = False, titled: bool = False) -> str | None:
+    """Why a span NER tagged as a person is one (the evidence), or None: the one rule discovery (which then
+    replaces the person) and the leak audit (which refuses it) share, so the audit never refuses a person
+    discovery let through for being shaped differently (a middle initial, a line wrap, a possessive).
+
+    Two or more words: `person_evidence`, unless a word after the first is a street, company or job word
+    (`NOT_NAME_WORDS`). One word: a surname after a title ("Mr. Waxman": `titled`) when it is on the surname
+    list or no ordinary word; a lone first name is `discover`'s own rule (replaced only where used as a name)."""
+    words = person_words(value)
+    if len(words) >= 2:
+        if {fold(w).strip(".") for w in words[1:]} & NOT_NAME_WORDS:
+            return None
+        return person_evidence(words, vocab, cue)
+    if len(words) == 1 and titled and _NAME_WORD.fullmatch(words[0]) and len(words[0]) >= 3 and (
+            vocab.surname(words[0]) or not vocab.ordinary(words[0])):
+        return "title and surname"
+    return None
 
 
 def person_evidence(words: list[str], vocab: Vocabulary, cue: bool = False) -> str | None:

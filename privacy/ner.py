@@ -49,6 +49,7 @@ class Found(NamedTuple):
     kind: str
     value: str
     cue: bool
+    titled: bool = False  # a person right after a title ("Mr. Waxman", "Sen. Waxman")
 
 LABELS = {"PERSON": "person", "GPE": "place", "LOC": "place", "FAC": "place"}
 # Components that never help NER; excluded so they are neither loaded nor run.
@@ -209,8 +210,18 @@ class Ner:
                     kind = LABELS.get(ent.label_)
                     if kind:
                         out.append(Found(ent.start_char, ent.end_char, kind, ent.text,
-                                         cue_of(kind, doc.text, ent.start_char, ent.end_char)))
+                                         cue_of(kind, doc.text, ent.start_char, ent.end_char),
+                                         titled_of(kind, doc.text, ent.start_char)))
         return out, read, chars
+
+
+def titled_of(kind: str, text: str, start: int) -> bool:
+    """Whether a person span follows a title ("Mr. ", "Dr ", "Sen. "): see `names.accept_person`."""
+    if kind != "person":
+        return False
+    from privacy.names import TITLES_RX
+
+    return TITLES_RX.search(text, max(0, start - 16), start) is not None
 
 
 def cue_of(kind: str, text: str, start: int, end: int) -> bool:
@@ -250,6 +261,40 @@ def paragraphs(text: str) -> list[str]:
     if block:
         out.append("\n".join(block))
     return out
+
+
+def paragraph_offsets(text: str) -> list[tuple[str, list[int]]]:
+    """`paragraphs(text)`, each with the offsets in `text` where its lines start (after the quote markers): a
+    span NER finds in a paragraph is then a span of `text` (see `to_text`)."""
+    out: list[tuple[str, list[int]]] = []
+    block: list[str] = []
+    starts: list[int] = []
+    depth = 0
+    pos = 0
+    for line in text.split("\n"):
+        at = pos
+        pos += len(line) + 1
+        m = _QUOTE.match(line) if line[:1] in " \t>" else None
+        d = m.group(0).count(">") if m else 0
+        if m:
+            line = line[m.end():]
+            at += m.end()
+        if block and (d != depth or not line.strip()):
+            out.append(("\n".join(block), starts))
+            block, starts = [], []
+        depth = d
+        if line.strip():
+            block.append(line)
+            starts.append(at)
+    if block:
+        out.append(("\n".join(block), starts))
+    return out
+
+
+def to_text(paragraph: str, starts: list[int], pos: int) -> int:
+    """The offset in the text of offset `pos` of a paragraph whose lines start at `starts` in it."""
+    line = paragraph.count("\n", 0, pos)
+    return starts[line] + pos - (paragraph.rfind("\n", 0, pos) + 1 if line else 0)
 
 
 def may_name(tokens: Iterable[str], stop_words: Iterable[str] = frozenset()) -> bool:

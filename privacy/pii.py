@@ -5,6 +5,7 @@ Kinds and rules (one line each; the recognizer below holds the exact pattern):
   `user at host dot org` (the unbracketed one only with a common TLD, so prose is not an address), and
   pipermail's `user at host.org` (a generic TLD or a country code, and a label of 3+ characters), and an
   address a quoting client wrapped after a dot of its domain (`jane.roe@mail.\n>>> com`).
+  What `privacy.exceptions` excuses is no address: asset names (`icon@2x.png`) and Message-IDs.
 - phone: `+CC ...`/`00CC ...` with separators (8-15 digits; a group may continue on the next line, after quote
   markers), compact `+E.164`, NANP `(415) 555-0134` / `415-555-0134` (one separator kind), national trunk
   `020 7946 0958` (starts with 0, 9-12 digits) and `(047) 3321-0660` (trunk code in parentheses).
@@ -42,7 +43,8 @@ Kinds and rules (one line each; the recognizer below holds the exact pattern):
   npm_token; slack_token (xox[abeoprs]-); slack_webhook / discord_webhook URLs; google_api_key (AIza);
   stripe_key (sk|rk_live|test_, pk_live_); openai_key; anthropic_key; jwt (3 base64url segments whose
   header decodes to a JSON object with "alg"); auth_header (`Authorization: Bearer|Basic|Token x`);
-  url_password (`scheme://user:PASS@host`, and `?password=|token=|sig=...` query values);
+  url_password (`scheme://user:PASS@host`, also JSON-escaped `scheme:\\/\\/user:PASS@host`, and
+  `?password=|token=|sig=...` query values);
   connection_string (the password of postgres/mysql/mongodb(+srv)/redis/amqp/mssql URLs, and of
   ADO-style `Server=..;Password=..;`); and assignments `name = value` / `name: value` / `"name": "value"`
   whose name has a word password|passwd|pwd|pass|passphrase (-> password), token (-> token),
@@ -82,6 +84,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
+from privacy.exceptions import email_excused
 from privacy.patterns import EMAIL
 
 
@@ -190,7 +193,8 @@ def _emails(t: _Text) -> Iterator[_Cand]:
     s = t.s
     if "@" in s:
         for m in _anchored(s, s, "@", _EMAIL_BACK, EMAIL):
-            yield m.start(), m.end(), "email", _OTHER
+            if not email_excused(s, m.start(), m.end()):  # "Default@2x.png", "<20010614.123@host>"
+                yield m.start(), m.end(), "email", _OTHER
         if ".\n" in s:  # an address a quoting client wrapped after a dot: "jane.roe@mail.\n>>> com>"
             for m in _anchored(s, s, "@", _EMAIL_BACK, _EMAIL_WRAPPED):
                 yield m.start(), m.end(), "email", _OTHER
@@ -552,12 +556,20 @@ _MERGE_PR = re.compile(r"Merge pull request #\d{1,9} from ([A-Za-z0-9][A-Za-z0-9
 _WIN_HOME = re.compile(r"(?i:[a-z]:(?:\\\\|\\)(?:users|documents and settings)(?:\\\\|\\))" + _NAME_END)
 
 
+# A URL inside a JSON string escapes its slashes ("http:\/\/user:pass@host\/"): only its password is looked for.
+_ESCAPED_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,15}:\\/\\/[^\s:@/\\\"'<>]{0,256}:([^\s@/\\\"'<>]{1,256})@")
+
+
 def _urls(t: _Text) -> Iterator[_Cand]:
     s = t.s
     if "://" in s:
         for m in _anchored(s, s, "://", _URL_BACK, _URL, 16):
             url = _trim_url(m.group(0))
             yield from _url(s, m.start(), m.start() + len(url), url[:url.index("://")])
+    if ":\\/\\/" in s:
+        for m in _anchored(s, s, ":\\/\\/", _URL_BACK, _ESCAPED_USERINFO, 16):
+            if not _placeholder(m.group(1)):
+                yield m.start(1), m.end(1), "secret:url_password", _ASSIGNED
     low = t.low
     for host in _PROFILE_HOSTS:
         if host + "/" in low:

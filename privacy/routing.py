@@ -13,7 +13,8 @@ write them; every example in the tests is invented):
   lines too), "Name <addr> wrote:"/"writes:", "* Name <addr> [date]:", "Quoting Name (addr):", "Am <date> schrieb
   Name:", "Le <date>, Name a écrit :", and Lotus Notes' '"Name" <addr> on 06/14/2001 01:10 PM';
 - Lotus Notes addresses anywhere: "Name/OU/ORG@ORG", "Name/OU/ORG", "Name@ORG" (an all-capitals domain without a
-  dot is a Notes domain, not an Internet one), "Forwarded by Name/OU/ORG on <date>".
+  dot is a Notes domain, not an Internet one), "Forwarded by Name/OU/ORG on <date>"; a name that starts a list
+  item may be wrapped over one line break ("To: Jane \nRoe/HOU/XYZ@XYZ").
 
 Invariants:
 - `find(text)` returns non-overlapping `Routed` spans sorted by start, with `text[start:end] == name`; a name's
@@ -79,6 +80,12 @@ _NAME2 = rf"{_WORD}(?:[ \t]+{_WORD}){{1,4}}"
 _LOTUS_ADDR = re.compile(rf"(?<![\w./@-])({_NAME2})(?=[ \t]*(?:/[A-Z][\w&-]*)+@[A-Z][\w-]*(?![\w.@-]|\.\w)|"
                          r"[ \t]*(?:/[A-Z][A-Z0-9&]{1,9}){2,}(?![\w/.@-]))")
 _LOTUS_AT = re.compile(rf"(?<![\w./@-])({_NAME2})[ \t]*@[ \t]*[A-Z][A-Za-z0-9-]*(?![\w.@-]|\.\w)")
+# Notes wraps a long recipient list anywhere, also between the words of a name ("Douglas \nCondon/HOU/ECT@ECT"):
+# a name that starts a list item (after "To:", a comma or a semicolon, also one that ended the line before) may
+# run over one line break.
+_NAME2W = rf"{_WORD}(?:[ \t]+{_WORD}){{0,3}}[ \t]*\n(?:[ \t]*>)*[ \t]*{_WORD}(?:[ \t]+{_WORD}){{0,3}}"
+_LOTUS_WRAPPED = re.compile(rf"(?:(?<=[,;:][ \t])|(?<=[,;][ \t]\n)|(?<=[,;]\n))({_NAME2W})(?=(?:/[A-Z][\w&-]*)+"
+                            r"@[A-Z][\w-]*(?![\w.@-]|\.\w)|(?:/[A-Z][A-Z0-9&]{1,9}){2,}(?![\w/.@-]))", re.M)
 _LOTUS_SENDER = re.compile(rf"(?m)^{_Q}({_NAME2})[ \t]*\n{_Q}\d{{1,2}}/\d{{1,2}}/\d{{2,4}}[ \t]+"
                            rf"\d{{1,2}}:\d\d(?::\d\d)?[ \t]*[AaPp][Mm][ \t]*\n{_Q}(?:[Tt][Oo]|[Cc][Cc])[ \t]*:")
 # Words of the date part of an attribution line: the name is what comes after them.
@@ -314,6 +321,9 @@ def _lotus(text: str, out: list[Routed]) -> None:
     if "/" in text:
         for m in _LOTUS_ADDR.finditer(text):
             _add(out, text, m.start(1), m.end(1))
+        for m in _LOTUS_WRAPPED.finditer(text):
+            if len(m.group(1).split()) <= 5:
+                _add(out, text, m.start(1), m.end(1))
     if "@" in text:
         for m in _LOTUS_AT.finditer(text):
             _add(out, text, m.start(1), m.end(1))

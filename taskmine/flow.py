@@ -210,7 +210,8 @@ def anonymize(store: Store, dataset: str, dataset_dir: Path, config: DatasetConf
     """Pseudonymize every event and rewrite every git repository of the dataset."""
     from task_builders.config import load_config
 
-    status = find_entities(store, dataset, config or load_config(dataset_dir))
+    config = config or load_config(dataset_dir)
+    status = find_entities(store, dataset, config)
     anon = anonymizer(store, dataset, with_message_ids=True)
     candidates = json.loads(entities_path(store, dataset).read_text()).get("candidates", [])
     rows, failed = [], []
@@ -222,6 +223,7 @@ def anonymize(store: Store, dataset: str, dataset_dir: Path, config: DatasetConf
                 quarantine_id=content_hash("anonymize", dataset, e.event_id), dataset=dataset, source=e.source,
                 file=str(e.provenance.get("file", "")), offset=e.provenance.get("offset"), member=e.native_id,
                 error_class="anonymize_failed", message=f"{type(exc).__name__}: {exc}"[:500]))
+    rows, settled = settle_people(store, dataset, anon, rows, config)
     store.replace("anonymized_events", dataset, rows)
     if failed:
         store.merge("quarantine", dataset, failed)
@@ -231,8 +233,28 @@ def anonymize(store: Store, dataset: str, dataset_dir: Path, config: DatasetConf
                         "repositories_quarantined": unreadable,
                         "outsiders": len(anon.outsiders), "person_candidates": len(candidates),
                         "person_candidates_accepted": sum(1 for c in candidates if c.get("accepted")),
+                        "last_pass_persons": settled.get("persons_found", 0),
                         "repositories": len(repos), "ner": status},
                        _preview((r for r in rows if r.body), ("kind", "actor_name", "title")))
+
+
+def settle_people(store: Store, dataset: str, anon: Anonymizer, rows: list, config: DatasetConfig) -> tuple[list, dict]:
+    """The anonymizer's last pass for people in prose (`Anonymizer.settle_people`: NER and the leak audit's
+    evidence rules on every paragraph anonymization changed), with the model discovery used. The paragraphs it
+    read join the audit's skip list (`paragraphs_path`: their verdict is known), and the vault keeps the
+    pseudonyms of the people it found."""
+    from privacy.ner import load_ner
+
+    ner = load_ner(config.ner_model) if config.ner_model else None
+    if ner is None:
+        return rows, {}
+    p = paragraphs_path(store, dataset)
+    raw = p.read_bytes() if p.exists() else b""
+    seen = {raw[i:i + 16] for i in range(0, len(raw), 16)}
+    rows, stats = anon.settle_people(rows, ner, seen)
+    anon.vault.save()
+    p.write_bytes(b"".join(sorted(seen)))
+    return rows, stats
 
 
 def prepare(store: Store, dataset: str, dataset_dir: Path, config: DatasetConfig | None = None, *,
@@ -277,7 +299,7 @@ def anonymize_repos(store: Store, dataset: str, dataset_dir: Path, anon: Anonymi
                 out[name] = {**index[name], "remote": remote}
                 continue
             _remove_rewrites(dst, slug)
-            result = gitrewrite.rewrite(src_path, dst, identity=anon.git_identity, message=anon.scrub,
+            result = gitrewrite.rewrite(src_path, dst, identity=anon.git_identity, message=anon.prose,
                                         blob=_blob_scrubber(anon))
             optimize(dst)  # fast-import writes barely compressed packs: one delta-compressed pack instead
         except (gitrewrite.GitRewriteError, GitError) as exc:
