@@ -330,16 +330,9 @@ def _texts(path: Path) -> Iterator[tuple[str, str, str]]:
     if path.suffix == ".parquet":
         table = pq.read_table(path)
         for name in table.column_names:
-            kind = "prose" if name in PROSE_COLUMNS else "field"
             for i, v in enumerate(table.column(name).to_pylist()):
-                if v is None:
-                    continue
-                doc = v if isinstance(v, (list, dict)) else _json_value(v)   # nested columns (trajectories)
-                if doc is None:
-                    yield f"column {name} row {i}", str(v), kind
-                else:  # a JSON column (reference, rubric, world): its strings, so an escape (\n) glues nothing
-                    for pointer, value, key in _strings(doc, ""):
-                        yield f"column {name} row {i} {pointer}", value, "field" if key else kind
+                for pointer, text, kind in value_texts(name, v):
+                    yield f"column {name} row {i}{pointer}", text, kind
         return
     if path.suffix == ".bundle":
         with tempfile.TemporaryDirectory() as tmp:
@@ -367,6 +360,21 @@ def _texts(path: Path) -> Iterator[tuple[str, str, str]]:
     kind = "prose" if path.suffix in (".md", ".txt", ".eml") else "text"
     for offset in range(0, max(len(data), 1), 1 << 20):
         yield f"bytes {offset}", data[offset:offset + (1 << 20)].decode("utf-8", "replace"), kind
+
+
+def value_texts(column: str, v) -> Iterator[tuple[str, str, str]]:
+    """(pointer, text, kind) of one value of a table's column, as the audit reads a Parquet file: the strings of
+    a nested or JSON value (so an escape (\\n) glues nothing), else the value as text; kind "prose" in a prose
+    column (`PROSE_COLUMNS`), else "field". `privacy.withhold` reads records the same way."""
+    if v is None:
+        return
+    kind = "prose" if column in PROSE_COLUMNS else "field"
+    doc = v if isinstance(v, (list, dict)) else _json_value(v)   # nested columns (trajectories)
+    if doc is None:
+        yield "", str(v), kind
+    else:  # a JSON column (reference, rubric, world)
+        for pointer, value, key in _strings(doc, ""):
+            yield f" {pointer}", value, "field" if key else kind
 
 
 def _json_value(v) -> dict | list | None:
