@@ -85,7 +85,9 @@ def link_commits(events: Iterable[Event], known_keys: set[str]) -> tuple[list[Li
     for ev in events:
         if ev.kind != "commit":
             continue
-        keys = find_keys(ev.body or ev.title, known_keys)
+        # a withheld commit keeps the keys its message named (privacy.withhold): its issue must know a fix is gone
+        keys = [k for k in ev.attrs.get("keys") or [] if k in known_keys] if ev.withheld else \
+            find_keys(ev.body or ev.title, known_keys)
         if not keys:
             continue
         if ev.attrs.get("merge"):
@@ -278,11 +280,14 @@ class _Miner:
                 self.skip("issue", issue, SKIP_WITHHELD, f"{key}: {issue.withheld}")
                 continue
             fix = sorted(fixes.get(key, []), key=lambda link: (commit_ts[link.commit_event_id], link.sha))
+            gone = [link for link in fix if self.by_id[link.commit_event_id].withheld]
+            fix = [link for link in fix if link not in gone]
             mentions = sorted({e.event_id: e for e in self.mentions.get(issue.event_id, [])}.values(), key=_key)
             context = [e for e in thread.get(key, []) if not e.withheld] + mentions
             items.append(self.item(
                 "issue", issue, [self.by_id[link.commit_event_id] for link in fix], context,
                 {"key": key, "project": issue.attrs.get("project"),
+                 **({"withheld_fixes": len(gone)} if gone else {}),   # commit_link, code_change: fixes unknown
                  "fix_shas": [link.sha for link in fix],
                  "fix_ts": [commit_ts[link.commit_event_id].isoformat() for link in fix],
                  "mentions": len(mentions),

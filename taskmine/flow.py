@@ -295,10 +295,17 @@ def _stub(e: Event, reason: str, check) -> Event:
     """What is left of a withheld event: its place and nothing of its text (a field of it the audit still refuses,
     an id made of a name, is replaced by a neutral one)."""
     kept = {f: getattr(e, f) for f in STUB_FIELDS}
-    bad = check.rows((f, {f: kept[f]}) for f in ("native_id", "thread_key", "actor", "parent_id") if kept[f])
+    # a commit keeps the issue keys its message named, so its issue knows one of its fixes is gone
+    attrs = {"withheld": reason, **({"keys": keys} if e.kind == "commit" and (keys := mining.find_keys(
+        f"{e.title or ''}\n{e.body or ''}")) else {})}
+    fields = {**{f: kept[f] for f in ("native_id", "thread_key", "actor", "parent_id")}, "attrs": attrs}
+    bad = check.rows((f, {f: v}) for f, v in fields.items() if v)
     for f in bad:
-        kept[f] = None if f in ("actor", "parent_id") else f"withheld-{e.event_id[:16]}"
-    return Event(**kept, attrs={"withheld": reason})
+        if f == "attrs":
+            attrs = {"withheld": reason}
+        else:
+            kept[f] = None if f in ("actor", "parent_id") else f"withheld-{e.event_id[:16]}"
+    return Event(**kept, attrs=attrs)
 
 
 def _withheld_state(store: Store, dataset: str) -> Path:

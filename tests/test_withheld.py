@@ -58,7 +58,9 @@ def _targets(store: Store) -> dict[str, str]:
     change = next(e.event_id for e in events.values() if e.kind == "field_changed"
                   and str(e.attrs.get("field", "")).lower() in ("priority", "issuetype", "assignee", "component",
                                                                 "components"))
-    return {reply: "body", question: "body", commit: "diff", change: "attrs"}
+    fix = next(e.event_id for e in events.values() if e.kind == "commit" and "CORE-10" in (e.title or "")
+               and e.event_id != commit)
+    return {reply: "body", question: "body", commit: "diff", change: "attrs", fix: "title"}
 
 
 def _leaky(monkeypatch, targets: dict[str, str], address: str) -> None:
@@ -73,6 +75,8 @@ def _leaky(monkeypatch, targets: dict[str, str], address: str) -> None:
             parts = [p for p in SECTION.split(out.diff) if p]
             parts[-1] += f"+# maintainer: {address}\n"
             out = out.model_copy(update={"diff": "".join(parts)})
+        elif where == "title":
+            out = out.model_copy(update={"title": f"{out.title} (thanks {address})"})
         elif where == "attrs":
             out = out.model_copy(update={"attrs": {**out.attrs, "note": f"set by {address}"}})
         return out
@@ -83,7 +87,7 @@ def _leaky(monkeypatch, targets: dict[str, str], address: str) -> None:
 def test_records_with_residue_are_withheld_and_the_dataset_goes_on(tmp_path, sample_company, clean, monkeypatch):
     targets = _targets(clean)
     address = _address(clean)
-    reply, question, commit, change = targets
+    reply, question, commit, change, fix = targets
     _leaky(monkeypatch, targets, address)
     store = Store(tmp_path / "home")
     flow.prepare(store, "acme", sample_company / "acme", CONFIG, run_id="run-1")
@@ -93,7 +97,7 @@ def test_records_with_residue_are_withheld_and_the_dataset_goes_on(tmp_path, sam
     withheld = {(w.record_kind, w.record_id): w for w in store.read("withheld", "acme")}
     files = [rid for kind, rid in withheld if kind == "commit_file"]
     assert set(withheld) - {("commit_file", f) for f in files} == {("event", reply), ("event", question),
-                                                                    ("event", change)}
+                                                                    ("event", change), ("event", fix)}
     assert len(files) == 1 and files[0].startswith(f"{commit}#")
     assert {w.reason for w in withheld.values()} == {"email"} and {w.stage for w in withheld.values()} == {"anonymize"}
     assert {w.run_id for w in withheld.values()} == {"run-1"}
@@ -113,8 +117,11 @@ def test_records_with_residue_are_withheld_and_the_dataset_goes_on(tmp_path, sam
     assert (events[request].native_id, SKIP_WITHHELD) in skipped and (events[question].native_id, SKIP_WITHHELD) \
         in skipped
     triaged = events[change].thread_key
-    assert ("ticket_triage", triaged, WITHHELD_RECORD) in {(r.family, r.subject_id, r.reason)
-                                                           for r in store.read("rejections", "acme")}
+    rejected = {(r.family, r.subject_id, r.reason) for r in store.read("rejections", "acme")}
+    assert ("ticket_triage", triaged, WITHHELD_RECORD) in rejected
+    # a withheld fixing commit keeps the keys it named: its issue is no commit-link task with the other fixes only
+    assert events[fix].attrs == {"withheld": "email", "keys": ["CORE-10"]}
+    assert ("commit_link", "CORE-10", WITHHELD_RECORD) in rejected
     # the world leaves them out; everything else goes on to tasks
     from environments.world import World
 

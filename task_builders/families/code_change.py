@@ -62,6 +62,7 @@ from task_builders.families import (
     BuildContext,
     Draft,
     Family,
+    WITHHELD_RECORD,
     Probe,
     absent_problem,
     kept_fixes,
@@ -144,6 +145,9 @@ class CodeChange(Family):
         issues = {e.native_id: e for e in ctx.by_kind("issue_created")}
         seen: dict[tuple[str, str], Candidate] = {}
         for item in ctx.items:
+            if item.attrs.get("withheld_fixes"):   # the fixes the world knows are not all of them
+                yield self.reject(ctx, item, WITHHELD_RECORD, f"{item.attrs['withheld_fixes']} fixing commits withheld")
+                continue
             shas = kept_fixes(ctx, [s for s in item.attrs.get("fix_shas") or [] if s in commits], commits)
             if not shas:
                 yield self.reject(ctx, item, "no commit names the issue")

@@ -29,6 +29,7 @@ from task_builders.families import (
     BuildContext,
     Draft,
     Family,
+    WITHHELD_RECORD,
     Probe,
     absent_problem,
     kept_fixes,
@@ -58,6 +59,9 @@ class CommitLink(Family):
             # as a repository) says so, rather than that no commit names the issue: no commit could
             if not ctx.repos and not commits:
                 yield self.reject(ctx, item, "no git repository in the dataset")
+                continue
+            if item.attrs.get("withheld_fixes"):   # the fixes the world knows are not all of them
+                yield self.reject(ctx, item, WITHHELD_RECORD, f"{item.attrs['withheld_fixes']} fixing commits withheld")
                 continue
             shas = kept_fixes(ctx, item.attrs.get("fix_shas") or [], commits)
             if not shas:
