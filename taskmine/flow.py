@@ -135,7 +135,7 @@ def ingest(store: Store, dataset: str, dataset_dir: Path, run_id: str = "") -> S
     f.parent.mkdir(parents=True, exist_ok=True)
     f.write_text(json.dumps(seen, sort_keys=True))
     by_source = Counter(e.source for e in events)
-    unreadable = sum(1 for x in quarantined if not is_duplicate(x.error_class))
+    unreadable = sum(1 for x in quarantined if unreadable_record(x.error_class))
     total = len(events) + unreadable
     return StageResult({
         "events": ev.total, "events_added": ev.added, "events_changed": ev.changed,
@@ -861,13 +861,23 @@ def is_duplicate(error_class: str) -> bool:
     return error_class.startswith("duplicate")
 
 
+PARTLY_READ = ("git_diff_unreadable",)   # a commit read from its message, people and files; its patch was not
+
+
+def unreadable_record(error_class: str) -> bool:
+    """Whether a quarantine row is a record that could not be read: not a second copy of one that was
+    (`is_duplicate`), not a commit that became an event without its patch (a partial clone's missing blobs), not
+    an object a repository lacks (rewritten without it, anonymize_repos)."""
+    return not is_duplicate(error_class) and error_class not in PARTLY_READ and not error_class.startswith(GIT_OBJECT)
+
+
 def quarantine_rate(store: Store, dataset: str) -> tuple[float, int, int]:
     """(share of records that could not be read, those records, all records) of the dataset's ingest; second
-    copies of records already read (`is_duplicate`) are neither."""
+    copies of records already read, commits read without their patch and objects a repository lacks
+    (`unreadable_record`) are neither."""
     events = store.count("events", dataset)
     # an object a repository lacks is not a record: the repository is rewritten without it (anonymize_repos)
-    quarantined = sum(1 for q in store.read("quarantine", dataset)
-                      if not is_duplicate(q.error_class) and not q.error_class.startswith(GIT_OBJECT)) \
+    quarantined = sum(1 for q in store.read("quarantine", dataset) if unreadable_record(q.error_class)) \
         if store.count("quarantine", dataset) else 0
     total = events + quarantined
     return (quarantined / total if total else 0.0), quarantined, total

@@ -167,3 +167,30 @@ def test_the_quarantine_rows_go_when_the_repository_is_repaired(tmp_path, sample
     flow.prepare(store, "acme", dataset, config)
     assert not [q for q in store.read("quarantine", "acme") if q.error_class.startswith(("git_object_", "git_unr"))]
     assert flow.repos_index(store, "acme").read_text().count('"sha_map"') == 1
+
+
+def test_a_partial_clone_alone_passes_the_quarantine_gate(tmp_path):
+    """A partial clone's commits are read from their messages, people and files; only their patches are missing.
+    A dataset of one partial clone is not "mostly unreadable": each commit is an event, rewritten, and the gate
+    passes (it counted every commit without a patch as an unreadable record)."""
+    full = tmp_path / "full"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(full)], check=True)
+    for i in range(8):
+        (full / "notes.txt").write_text(f"revision {i}\n")
+        _git(full, "add", ".")
+        _git(full, "-c", "user.name=A", "-c", "user.email=a@example.org", "commit", "-q", "-m", f"revision {i}")
+    dataset = tmp_path / "exports" / "code"
+    dataset.mkdir(parents=True)
+    _git(full, "config", "uploadpack.allowFilter", "true")
+    subprocess.run(["git", "clone", "-q", "--no-local", "--filter=blob:none", f"file://{full}", str(dataset / "repo")],
+                   check=True, capture_output=True)
+    shutil.rmtree(full)
+    store = Store(tmp_path / "home")
+    config = DatasetConfig(ner_model="")
+    flow.prepare(store, "code", dataset, config)
+    assert store.count("events", "code") == 8
+    assert [q.error_class for q in store.read("quarantine", "code")].count("git_diff_unreadable") == 8
+    assert flow.quarantine_problem(store, "code", config) is None, flow.quarantine_rate(store, "code")
+    import json
+
+    assert len(json.loads(flow.repos_index(store, "code").read_text())["repo"]["sha_map"]) == 8
