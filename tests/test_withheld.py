@@ -206,3 +206,35 @@ def test_a_task_with_residue_at_publish_is_withheld_and_the_rest_published(tmp_p
     ids = {i for f in (published.path / "grading").glob("*.parquet") for i in pq.read_table(f).column("task_id")
            .to_pylist()}
     assert victim.task_id not in ids and len(ids) == published.tasks
+
+
+def test_the_check_of_one_record_agrees_with_the_audit_of_the_table(tmp_path, clean):
+    """`privacy.withhold.Check` reads a row as the audit reads a Parquet table: on the sample's anonymized events
+    with a real address planted in different columns (prose, a JSON attribute, a list, the diff), the rows it
+    refuses are exactly the rows the audit's hits name."""
+    from privacy.withhold import Check
+    from warehouse.schemas import Event, to_table
+
+    address = _address(clean)
+    events = clean.read("anonymized_events", "acme")[:200]
+    planted = {3: "body", 17: "attrs", 42: "recipients", 99: "title"}
+    diff = next(i for i, e in enumerate(events) if e.diff and i not in planted)
+    planted[diff] = "diff"
+    rows = []
+    for i, e in enumerate(events):
+        where = planted.get(i)
+        if where == "attrs":
+            e = e.model_copy(update={"attrs": {**e.attrs, "x": {"y": [f"by {address}"]}}})
+        elif where == "recipients":
+            e = e.model_copy(update={"recipients": [*e.recipients, address]})
+        elif where:
+            e = e.model_copy(update={where: f"{getattr(e, where) or ''} {address}"})
+        rows.append(e)
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "events.parquet"
+    pq.write_table(to_table(Event, rows), path)
+    hits = audit.audit(path, flow.audit_rules(clean, "acme"), limit=10_000).hits
+    by_audit = {int(re.match(r"column \S+ row (\d+)", h.where).group(1)) for h in hits}
+    verdicts = Check(flow.audit_rules(clean, "acme")).rows((i, e.to_row()) for i, e in enumerate(rows))
+    assert set(verdicts) == by_audit == set(planted)
