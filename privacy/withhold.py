@@ -7,11 +7,11 @@ passes where it is published:
 - a table row (an event, a task's row) column by column as `audit.value_texts` gives it (prose columns through
   NER too);
 - git content as `audit._git_texts` reads a repository: a blob as text (a binary or huge one for listed strings
-  only), a path as text, a commit's identities and message as prose.
+  only), a path as text (it is in every patch), a commit's message as prose.
 It answers the kind of the first thing found (`email`, `name`, `secret:url_password`, `person`, ...), never the
 text, or None. `Check.rows` judges many rows at once, NER batched.
 
-`attribute(report, stage)` maps the hits of an audit of a published folder back to the task rows and world
+`attribute(report, root)` maps the hits of an audit of a published folder back to the task rows and world
 documents they are in (the audit names a Parquet hit by column and row, a JSON-lines hit by line), so publishing
 can withhold those and audit again.
 """
@@ -23,16 +23,21 @@ import re
 from collections.abc import Hashable, Iterable
 from pathlib import Path
 
-from privacy.audit import NER_BATCH, Hit, Report, Rules, value_texts
+from privacy.audit import NER_BATCH, Hit, Report, Rules, _digest, value_texts
 
 BIG_BLOB = 2_000_000   # as the audit: a blob this big, or with NUL bytes, is binary (listed strings only)
 
 
 class Check:
-    """The audit's verdict on one record at a time (see the module docstring)."""
+    """The audit's verdict on one record at a time (see the module docstring).
+
+    NER's verdict is kept per paragraph: the audit reads a paragraph once (`Rules.fresh`) and reports its first
+    place, but withholding needs every record that holds it, so a paragraph read once gives its verdict to every
+    later record. A paragraph discovery read unchanged in the raw text (`Rules.seen`) has no person left."""
 
     def __init__(self, rules: Rules):
         self.rules = rules
+        self.verdicts: dict[bytes, str | None] = {}    # paragraph digest -> NER's hit ("person") or None
 
     def text(self, text: str, kind: str = "text") -> str | None:
         """The kind of the first hit in `text` read as `kind` ("prose", "field", "text" or "binary"), or None."""
@@ -40,18 +45,40 @@ class Check:
                                       whole_field=kind in ("prose", "field")):
             return hit
         if kind == "prose":
-            fresh = self.rules.fresh(text)
-            if fresh:
-                for _, hit in self.rules.people(fresh):
-                    return hit
+            known, todo = self._paragraphs(text)
+            if known or not todo:
+                return known
+            self._read(todo)
+            return next((self.verdicts[d] for d, _ in todo if self.verdicts[d]), None)
         return None
+
+    def _paragraphs(self, text: str) -> tuple[str | None, list[tuple[bytes, str]]]:
+        """(a hit NER already found in one of `text`'s paragraphs, the paragraphs it has still to read)."""
+        if self.rules.ner is None:
+            return None, []
+        from privacy.ner import paragraphs
+
+        known, todo = None, []
+        for p in paragraphs(text):
+            d = _digest(p)
+            if d in self.verdicts:
+                known = known or self.verdicts[d]
+            elif d not in self.rules.seen and all(d != x for x, _ in todo):
+                todo.append((d, p))
+        return known, todo
+
+    def _read(self, todo: list[tuple[bytes, str]]) -> None:
+        for d, _ in todo:
+            self.verdicts[d] = None
+        for i, hit in self.rules.people([p for _, p in todo]):
+            self.verdicts[todo[i][0]] = hit
 
     def blob(self, data: bytes) -> str | None:
         binary = b"\0" in data[:8192] or len(data) > BIG_BLOB
         return self.text(data.decode("utf-8", "replace"), "binary" if binary else "text")
 
     def git(self, what: str, content: bytes | str) -> str | None:
-        """`task_builders.gitrewrite.Residue`: a blob, a path, or a commit's identities and message."""
+        """`task_builders.gitrewrite.Residue`: a blob, a path, or a commit's message."""
         if what == "blob":
             return self.blob(content if isinstance(content, bytes) else content.encode("utf-8"))
         text = content.decode("utf-8", "replace") if isinstance(content, bytes) else content
@@ -61,13 +88,18 @@ class Check:
         """key -> the kind of the first hit, for every row (column -> value) the audit would refuse; NER reads the
         rows' prose in batches."""
         out: dict[Hashable, str] = {}
-        pending: list[tuple[Hashable, str]] = []
+        pending: dict[bytes, str] = {}                  # paragraph digest -> paragraph, waiting for NER
+        waiting: dict[bytes, list[Hashable]] = {}       # paragraph digest -> the rows that hold it
 
         def flush() -> None:
-            batch = pending[:]
+            todo = list(pending.items())
             pending.clear()
-            for i, hit in self.rules.people([p for _, p in batch]):
-                out.setdefault(batch[i][0], hit)
+            self._read(todo)
+            for d, _ in todo:
+                if self.verdicts[d]:
+                    for key in waiting[d]:
+                        out.setdefault(key, self.verdicts[d])
+            waiting.clear()
 
         for key, row in rows:
             for column, value in row.items():
@@ -76,10 +108,16 @@ class Check:
                         for hit, _ in self.rules.find(text, whole_field=True):
                             out[key] = hit
                             break
-                    if kind == "prose":
-                        pending.extend((key, p) for p in self.rules.fresh(text))
-                        if len(pending) >= NER_BATCH:
-                            flush()
+                    if kind != "prose":
+                        continue
+                    known, todo = self._paragraphs(text)
+                    if known:
+                        out.setdefault(key, known)
+                    for d, p in todo:
+                        pending.setdefault(d, p)
+                        waiting.setdefault(d, []).append(key)
+                    if len(pending) >= NER_BATCH:
+                        flush()
         if pending:
             flush()
         return out

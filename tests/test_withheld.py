@@ -238,3 +238,22 @@ def test_the_check_of_one_record_agrees_with_the_audit_of_the_table(tmp_path, cl
     by_audit = {int(re.match(r"column \S+ row (\d+)", h.where).group(1)) for h in hits}
     verdicts = Check(flow.audit_rules(clean, "acme")).rows((i, e.to_row()) for i, e in enumerate(rows))
     assert set(verdicts) == by_audit == set(planted)
+
+
+def test_a_person_ner_finds_withholds_every_record_that_holds_the_paragraph(clean):
+    """NER reads a paragraph once; every record that holds it is withheld, not only the first (the audit reports
+    the first place of a hit, withholding needs them all)."""
+    from privacy.audit import Rules
+    from privacy.ner import load_ner
+    from privacy.withhold import Check
+
+    ner = load_ner("en_core_web_sm")
+    if ner is None:
+        pytest.skip("the spaCy model en_core_web_sm is not installed")
+    check = Check(Rules.of(flow.anonymizer(clean, "acme"), ner=ner, seen=set()))
+    said = "Yesterday Henrietta Oyelaran called from the ministry about the contract renewal."
+    rows = [("a", {"body": f"Hello,\n\n{said}\n\nThanks"}), ("b", {"title": "Renewal", "body": said}),
+            ("c", {"body": "The contract renewal is due next week."})]
+    assert check.rows(rows) == {"a": "person", "b": "person"}
+    assert check.text(f"Re: renewal\n\n{said}", "prose") == "person"     # known now: no second NER read
+    assert check.text("The renewal is due.", "prose") is None
