@@ -257,3 +257,26 @@ def test_a_person_ner_finds_withholds_every_record_that_holds_the_paragraph(clea
     assert check.rows(rows) == {"a": "person", "b": "person"}
     assert check.text(f"Re: renewal\n\n{said}", "prose") == "person"     # known now: no second NER read
     assert check.text("The renewal is due.", "prose") is None
+
+
+def test_hits_of_a_published_folder_are_attributed_to_task_rows_and_documents(tmp_path, clean):
+    """Publishing withholds what the audit of the staged version names: a hit in a Parquet row is its task's, one
+    in a line of world/documents.jsonl that document's; a hit anywhere else is attributed to nothing."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from privacy.withhold import attribute
+
+    address = _address(clean)
+    root = tmp_path / "version"
+    (root / "tasks" / "x").mkdir(parents=True)
+    (root / "world").mkdir()
+    pq.write_table(pa.table({"task_id": ["t1", "t2", "t3"], "prompt": ["fine", f"ask {address}", "fine"]}),
+                   root / "tasks" / "x" / "train.parquet")
+    docs = [{"event_id": "e1", "body": "fine"}, {"event_id": "e2", "body": f"from {address}"}]
+    (root / "world" / "documents.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (root / "README.md").write_text(f"maintained by {address}\n")
+    report = audit.audit(root, flow.audit_rules(clean, "acme"))
+    tasks, documents, other = attribute(report, root)
+    assert tasks == {"t2": "email"} and documents == {"e2": "email"}
+    assert {h.file for h in other} == {"README.md"}
