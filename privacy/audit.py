@@ -1,5 +1,6 @@
 """The leak audit: one function, `audit(root, rules)`, that every gate uses (publish, `taskmine audit`, the
-`anonymized_leaks` and `leak_audit` asset checks), so what blocks a run is decided in one place.
+`leak_audit` asset check), so what blocks a run is decided in one place; the anonymize stage judges each record
+it writes with the same rules, read the same way (`privacy.withhold`), and withholds what they refuse.
 
 What it looks for (`Rules`, built for one dataset by `Rules.of(anonymizer, ner)`):
 - the dataset's known real identity strings: full names, addresses, and single-word names and user names; a
