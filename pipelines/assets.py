@@ -60,7 +60,7 @@ def identities(context: AssetExecutionContext, warehouse: WarehouseResource):
 def anonymized_events(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
     ds = context.partition_key
     return _result(flow.anonymize(warehouse.store(), ds, exports.dataset_dir(ds),
-                                  _config(context, warehouse, exports)))
+                                  _config(context, warehouse, exports), run_id=context.run_id))
 
 
 @asset(partitions_def=datasets, group_name="mining", deps=[anonymized_events],

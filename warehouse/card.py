@@ -84,9 +84,19 @@ def narrow_tables(rows: list[dict[str, str]], head: str = "family") -> list[str]
     return out
 
 
+def _withheld_lines(w: dict) -> list[str]:
+    """The records left out because the leak audit still found something in them after anonymization."""
+    if not w.get("total"):
+        return ["No record was withheld: the audit found nothing left in any record after anonymization.", ""]
+    return [f"{w['total']} of {w['records']} records ({w['rate']:.2%}) were withheld, left out of the world and of",
+            "every task, because the audit still found personal data in them after anonymization:", "",
+            *_table(["withheld", "count"], [*[[f"kind: {k}", n] for k, n in w.get("by_kind", {}).items()],
+                                            *[[f"reason: {k}", n] for k, n in w.get("by_reason", {}).items()]]), ""]
+
+
 def render(*, dataset: str, version: str, files: set[str], families: list[str], counts: dict[str, dict[str, int]],
            easy: dict[str, int], funnel: dict[str, int], stats: dict, provenance: list, license: str, canary: str,
-           swebench: bool) -> str:
+           swebench: bool, withheld: dict | None = None) -> str:
     from graders import difficulty
 
     total = sum(sum(c.values()) for c in counts.values())
@@ -142,6 +152,7 @@ def render(*, dataset: str, version: str, files: set[str], families: list[str], 
         "## Funnel", "", *_table(["stage", "count"], [[k, v] for k, v in funnel.items()]), "",
         "## Privacy", "", "People are replaced by consistent pseudonyms; e-mail addresses and phone numbers are",
         "scrubbed; a leak audit found no known identity in any file of this version.", "",
+        *_withheld_lines(withheld or {}),
         "## Worlds", "", "Every task is a moment of one company: `world/documents.jsonl` (issues, mail, chat) and",
         "`world/git/<repo>.bundle` hold its whole history, and a task's `world_manifest` says its cutoff, its",
         "persona and its repositories' refs. Serve a task's world through the company tools, which enforce the",

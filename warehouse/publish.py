@@ -35,7 +35,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -107,6 +107,7 @@ class Published:
     version: str
     tasks: int
     created: bool  # False when the same version already existed
+    withheld: dict[str, str] = field(default_factory=dict)   # task id -> why publishing withheld it
 
 
 @dataclass(frozen=True)
@@ -146,33 +147,105 @@ def task_tools(world: dict) -> list[str]:
     return sorted(names)
 
 
+WITHHOLD_ROUNDS = 4   # audits of a staged version: each withholds the tasks and documents the last one found
+
+
 def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: str, *, funnel: dict[str, int],
             validation: dict[str, dict], rules: audit.Rules, difficulty: dict[str, dict] | None = None,
             stats: dict[str, dict] | None = None, provenance: list[Provenance] | None = None,
-            license: str = "other", remotes: dict[str, str | None] | None = None) -> Published:
+            license: str = "other", remotes: dict[str, str | None] | None = None,
+            withheld: dict | None = None) -> Published:
     """Stage, leak-audit (`privacy.audit.audit` with the dataset's `rules`), then rename into place.
     `difficulty`: task id -> its DIFFICULTY_COLUMNS (graders.difficulty.Difficulty.columns); `stats`: per family
     difficulty and grader error (graders.difficulty.stats), into the manifest and the card; `provenance`: the
     dataset's sources for the card; `license`: the dataset's licence (an SPDX id, or "other"); `remotes`: world
-    repository slug -> its public remote (SWE-bench's owner/name)."""
+    repository slug -> its public remote (SWE-bench's owner/name); `withheld`: what earlier stages withheld
+    (taskmine.flow.withheld_summary), counted in the manifest and the card.
+
+    A hit of the audit in a task's row withholds that task, one in a world document that document and every
+    task whose lineage or hidden events name it (privacy.withhold.attribute); the version is staged and audited
+    again without them (`Published.withheld`). A hit anywhere else (a repository bundle, the card) refuses the
+    whole version (LeakError), as does a version every task of which is withheld."""
+    from privacy.withhold import attribute
+
     tasks = sorted(tasks, key=lambda t: t.task_id)
-    difficulty, stats, remotes = difficulty or {}, stats or {}, remotes or {}
+    difficulty, stats, remotes, withheld = difficulty or {}, stats or {}, remotes or {}, withheld or {}
     world_key = json.loads((world_root / "world.json").read_text()).get("key") if (world_root / "world.json").exists() \
         else None
     # what was measured is content too: new baselines or rollouts of the same tasks are a new version
     digest = content_hash("publish", PIPELINE_VERSION, world_key, [(t.task_id, t.world_hash) for t in tasks],
                           [difficulty.get(t.task_id) for t in tasks], stats,
-                          [p.__dict__ for p in provenance or []], license, sorted(remotes.items()))[:12]
+                          [p.__dict__ for p in provenance or []], license, sorted(remotes.items()),
+                          withheld or None)[:12]
     version = f"{PIPELINE_VERSION}-{digest}"
     final = out_root / dataset / version
     if final.exists() and (final / "manifest.json").exists():
         (out_root / dataset / "LATEST").write_text(version + "\n")   # content went back to an older version
-        return Published(final, version, len(tasks), False)
+        manifest = json.loads((final / "manifest.json").read_text())
+        return Published(final, version, manifest.get("tasks", len(tasks)), False,
+                         dict((manifest.get("withheld") or {}).get("published", {})))
+    out_tasks: dict[str, str] = {}      # task id -> why it was withheld here
+    out_docs: dict[str, str] = {}       # world document (event id) -> why
+    report = None
+    for _ in range(WITHHOLD_ROUNDS):
+        live = [t for t in tasks if t.task_id not in out_tasks]
+        if not live:
+            break
+        summary = _with_publish(withheld, out_tasks, out_docs, len(tasks))
+        stage = _stage(live, world_root, out_root, dataset, version, funnel=funnel, validation=validation,
+                       difficulty=difficulty, stats=stats, provenance=provenance, license=license, remotes=remotes,
+                       withheld=summary, drop_documents=set(out_docs))
+        report = audit.audit(stage, rules, limit=1000)
+        if report.ok:
+            break
+        found, docs, other = attribute(report, stage)
+        shutil.rmtree(stage)
+        if other or not (set(found) - set(out_tasks) or set(docs) - set(out_docs)):
+            raise LeakError(report)
+        out_docs.update(docs)
+        for t in live:
+            cited = set(t.lineage) | set(t.world.get("hidden") or ())
+            if t.task_id in found:
+                out_tasks[t.task_id] = found[t.task_id]
+            elif cited & set(out_docs):
+                out_tasks[t.task_id] = "cites a withheld document"
+    if report is None or not report.ok:   # every task withheld, or hits left after every round
+        raise LeakError(report or audit.Report(out_root / dataset))
+    manifest = json.loads((stage / "manifest.json").read_text())
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(stage, final)
+    (out_root / dataset / "LATEST").write_text(version + "\n")
+    return Published(final, version, manifest["tasks"], True, out_tasks)
+
+
+def _with_publish(withheld: dict, tasks: dict[str, str], docs: dict[str, str], considered: int) -> dict:
+    """The earlier stages' withheld summary with what publishing withholds added (tasks and documents)."""
+    out = {"total": 0, "records": 0, "rate": 0.0, "by_kind": {}, "by_reason": {}, **withheld}
+    out = {**out, "by_kind": dict(out["by_kind"]), "by_reason": dict(out["by_reason"])}
+    for kind, rows in (("task", tasks), ("document", docs)):
+        for reason in rows.values():
+            out["by_kind"][kind] = out["by_kind"].get(kind, 0) + 1
+            out["by_reason"][reason] = out["by_reason"].get(reason, 0) + 1
+    out["total"] += len(tasks) + len(docs)
+    out["records"] += considered
+    out["rate"] = round(out["total"] / out["records"], 5) if out["records"] else 0.0
+    out["published"] = dict(sorted(tasks.items()))
+    return out
+
+
+def _stage(tasks: list[Task], world_root: Path, out_root: Path, dataset: str, version: str, *,
+           funnel: dict[str, int], validation: dict[str, dict], difficulty: dict[str, dict], stats: dict,
+           provenance: list[Provenance] | None, license: str, remotes: dict[str, str | None], withheld: dict,
+           drop_documents: set[str]) -> Path:
+    """Every file of the version in a staging folder (manifest last); returns the folder."""
     stage = out_root / dataset / f".staging-{version}-{os.getpid()}"
     if stage.exists():
         shutil.rmtree(stage)
+    if "published" in funnel:
+        funnel = {**funnel, "published": len(tasks)}
     used = {r for t in tasks for r in ((t.world.get("git") or {}).get("repos") or [])}
-    _copy_world(world_root, stage / "world", used)
+    _copy_world(world_root, stage / "world", used, drop_documents)
     measured = {t.task_id: difficulty.get(t.task_id) or UNMEASURED for t in tasks}
     swe_rows = _swe(tasks, world_root, dataset, remotes)
     agent, grading, trajectories, instances = [], [], [], []
@@ -220,28 +293,20 @@ def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: st
         counts=counts, easy=easy, funnel=funnel,
         stats=stats, provenance=provenance or [], license=license, canary=next((t.canary for t in tasks if t.canary),
                                                                                 ""),
-        swebench=bool(instances)), encoding="utf-8")
-    report = audit.audit(stage, rules)
-    if not report.ok:
-        shutil.rmtree(stage)
-        raise LeakError(report)
+        swebench=bool(instances), withheld=withheld), encoding="utf-8")
     files_sha = {str(p.relative_to(stage)): sha256_file(p) for p in sorted(stage.rglob("*")) if p.is_file()}
     manifest = {"dataset": dataset, "version": version, "pipeline_version": PIPELINE_VERSION,
                 "counts": funnel, "tasks": len(tasks), "license": license,
                 "families": _count(t.family for t in tasks), "splits": _count(t.split for t in tasks),
                 "easy": sum(easy.values()),
                 "difficulty": _count(str(measured[t.task_id]["difficulty"]) for t in tasks),
-                "grader": stats, "provenance": [p.__dict__ for p in provenance or []],
+                "grader": stats, "provenance": [p.__dict__ for p in provenance or []], "withheld": withheld,
                 "layout": {"tasks": "tasks/<family>/<split>.parquet (easy tasks: tasks/easy/<split>.parquet)",
                            "grading": "grading/<split>.parquet", "trajectories": "trajectories/<split>.parquet",
                            **({"swebench": "swebench/<split>.parquet"} if instances else {})},
                 "files": files_sha}
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(stage, final)
-    (out_root / dataset / "LATEST").write_text(version + "\n")
-    return Published(final, version, len(tasks), True)
+    return stage
 
 
 def write_parquet(path: Path, schema: pa.Schema, rows: list[dict]) -> None:
@@ -300,13 +365,19 @@ def _count(values: Iterable[str]) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def _copy_world(world_root: Path, dst: Path, repos: set[str]) -> None:
-    """The world's documents as JSON lines and each repository a task uses as one deterministic bundle."""
+def _copy_world(world_root: Path, dst: Path, repos: set[str], drop: set[str] = frozenset()) -> None:
+    """The world's documents as JSON lines (but those in `drop`, by event id) and each repository a task uses as
+    one deterministic bundle."""
     from environments.world import export_documents
 
     dst.mkdir(parents=True)
     if (world_root / "world.sqlite").exists():
         export_documents(world_root / "world.sqlite", dst / "documents.jsonl")
+        if drop:
+            docs = dst / "documents.jsonl"
+            lines = docs.read_text(encoding="utf-8").splitlines(keepends=True)
+            docs.write_text("".join(ln for ln in lines if json.loads(ln).get("event_id") not in drop),
+                            encoding="utf-8")
     for slug in sorted(repos):
         bundle(world_root / "git" / f"{slug}.git", dst / "git" / f"{slug}.bundle")
 

@@ -149,6 +149,40 @@ def families() -> dict[str, Family]:
     return {name: r.obj() for name, r in registry("family").all().items()}
 
 
+# --- fixing commits as the world holds them ---------------------------------------------------------------
+
+UNREADABLE_FIX = "the fix touches an unreadable object"
+WITHHELD_FIX = "the fix touches a withheld file"
+WITHHELD_RECORD = "a record it needs was withheld"
+
+
+def kept_fixes(ctx: BuildContext, shas: Iterable[str], commits: dict[str, Event]) -> list[str]:
+    """Fixing commits (original SHAs) as the world's history holds them: a commit only a ref the rewrite drops
+    reaches (a pull request's own commit, a tag) is its copy on a kept branch when there is one
+    (task_builders.gitrewrite.equivalents: same patch id), named once, in order."""
+    out: list[str] = []
+    for s in shas:
+        e = commits.get(s)
+        info = ctx.repos.get(e.attrs.get("repo")) if e is not None else None
+        kept = ((info or {}).get("equivalent") or {}).get(s, s)
+        kept = kept if kept in commits else s
+        if kept not in out:
+            out.append(kept)
+    return out
+
+
+def absent_problem(info: dict, world_shas: Iterable[str]) -> tuple[str, str] | None:
+    """(reason, detail) when a commit of `world_shas` changes a file whose content before or after it the world's
+    repository lacks: git could not read it, or the leak audit refused it (task_builders.gitrewrite: the file is
+    absent there, so the commit's diff in the world is not the real one)."""
+    for sha in world_shas:
+        touched = (info.get("touched") or {}).get(sha) or {}
+        for why, reason in (("unreadable", UNREADABLE_FIX), ("withheld", WITHHELD_FIX)):
+            if touched.get(why):
+                return reason, f"{touched[why]} files of commit {sha[:12]}"
+    return None
+
+
 # --- sealing --------------------------------------------------------------------------------------------
 
 

@@ -324,7 +324,7 @@ class Tools:
         self._names: list[tuple[str, str, bool]] | None = None
         self.threads: dict[str, list[Event]] = {}
         for e in sorted(ctx.events.values(), key=lambda e: (e.ts, e.event_id)):
-            if e.thread_key:
+            if e.thread_key and not e.withheld:   # a withheld event is no part of any world (privacy.withhold)
                 self.threads.setdefault(e.thread_key, []).append(e)
         self._tails: dict[str, list[tuple[str, list[str]]]] | None = None
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 from environments.actions import JiraUpdate
 from graders.rubric import CheckSpec, Rubric
-from task_builders.families import READ_TOOLS, BuildContext, Draft, Family, Probe, register_family
+from task_builders.families import WITHHELD_RECORD, READ_TOOLS, BuildContext, Draft, Family, Probe, register_family
 from warehouse.schemas import Event, Rejection
 
 FIELDS = {"issuetype": "type", "type": "type", "priority": "priority", "component": "components",
@@ -114,6 +114,10 @@ class TicketTriage(Family):
                 continue
             if no_changelog:
                 yield self.reject(ctx, item, "the export has no changelog: the values as filed are unknown")
+                continue
+            withheld = [e for e in changes[issue.native_id] if e.withheld]
+            if withheld:   # a change withheld (privacy.withhold): the values as filed and after triage are unknown
+                yield self.reject(ctx, item, WITHHELD_RECORD, f"{len(withheld)} changes of its changelog withheld")
                 continue
             filed, after, n = triage_values(issue, changes[issue.native_id], window)
             if n == 0:
