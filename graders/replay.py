@@ -109,8 +109,7 @@ def run_once(task: Task, worlds_dir: Path, sandbox, run_kind: str, command: str,
     if missing:      # the run left no test report: infrastructure only when the oracle's run has none either
         if run_kind in ("oracle", "null") or not oracle_reports(task, worlds_dir, sandbox):
             return Validation(**base, score=None, error_class="infra", message=f"{NO_REPORT}: {missing}"[:500])
-        extra["verifier"] = {**extra["verifier"], "ran": False, "no_report": "",
-                             "failed_setup": f"{NO_REPORT} (the oracle's run of the same verifier has one): {missing}"}
+        extra["verifier"] = agent_failed(extra["verifier"])
     if result.timed_out and (reference or run_kind.startswith("alt:")):  # our own replay did not finish:
         #                                                               infrastructure, not a score
         return Validation(**base, score=None, error_class="timeout", message=f"killed after {timeout_s}s")
@@ -128,6 +127,13 @@ def run_once(task: Task, worlds_dir: Path, sandbox, run_kind: str, command: str,
     if g.error_class == "infra" and reference:
         return Validation(**base, score=None, checks=g.checks, error_class="infra", message=g.message)
     return Validation(**base, score=g.score, checks=g.checks, error_class=g.error_class, message="; ".join(notes))
+
+
+def agent_failed(result: dict) -> dict:
+    """A verifier result without a test report, as the agent's failure (scored 0): what it is when the oracle's
+    run of the same verifier leaves a report (`oracle_reports`; a published task's oracle always did)."""
+    return {**result, "ran": False, "no_report": "",
+            "failed_setup": f"{NO_REPORT} (the oracle's run of the same verifier has one): {result['no_report']}"}
 
 
 def _oracle_key(task: Task, sandbox) -> str:

@@ -79,12 +79,12 @@ RUNNER_TOPS = ("pytest", "_pytest", "pluggy", "unittest", "builtins", "iniconfig
 SENSITIVE = (
     "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys.settrace",
     "sys.setprofile", "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system",
-    "subprocess.Popen", "pty.spawn", "cpython.PyInterpreterState_New", "ctypes.dlopen", "ctypes.dlsym",
-    "ctypes.dlsym/handle", "ctypes.cdata", "ctypes.cdata/buffer", "ctypes.addressof", "ctypes.string_at",
-    "ctypes.wstring_at", "ctypes.call_function", "ctypes.create_string_buffer", "ctypes.create_unicode_buffer",
-    "ctypes.set_errno", "ctypes.get_errno")
-FORBIDDEN_IMPORTS = ("ctypes", "_ctypes", "_testcapi", "_testinternalcapi", "_testbuffer", "_testmultiphase",
-                     "_testsinglephase", "_xxsubinterpreters", "_xxinterpchannels", "_posixsubprocess")
+    "subprocess.Popen", "pty.spawn", "cpython.PyInterpreterState_New")
+FORBIDDEN_IMPORTS = ("_testcapi", "_testinternalcapi", "_testbuffer", "_testmultiphase", "_testsinglephase",
+                     "_xxsubinterpreters", "_xxinterpchannels", "_posixsubprocess")
+# ctypes reads and writes the process's memory: the repository's own code may not load or use it; a dependency
+# (numpy imports it) may, which leaves such a repository's tests that much less sealed (docs/architecture.md)
+LIBRARY_ONLY_IMPORTS = ("ctypes", "_ctypes")
 
 # The core. `make` receives every function and object it uses (captured before the repository runs) and returns
 # the audit hook; nothing is looked up in a module. __SEALED_KEY__ is replaced by the key's bytes literal.
@@ -99,7 +99,7 @@ def make(S):
      plain_ids, path_readers, owners, configured, sysmodules, runner_names, builtin_names, trusted_prefixes,
      test_paths, wrapper_kinds, callers, plugin_ids, boot_ids, exec_callers, protected_fns, genuine, trusted_codes,
      registry, state, busy, fd, EXIT, MISSING, sensitive, forbidden, configured_holders, boot_modules,
-     repo_prefix, base_files, type_name, tb_of, tb_lineno, tb_next, begun) = S
+     repo_prefix, base_files, type_name, tb_of, tb_lineno, tb_next, begun, library_only, ctypes_prefixes) = S
 
     def emit(kind, fields):
         seq = state[0]
@@ -187,6 +187,20 @@ def make(S):
 
     def code_of(frame):
         return f_code(frame)
+
+    def from_library(frame):
+        # the first frame below the event that is not the import system's or ctypes' own is in a trusted folder
+        # (a dependency or the standard library), not the repository
+        hops = 0
+        while frame is not None and hops < 64:
+            path = co_filename(code_of(frame))
+            if type_(path) is not str_:
+                return False
+            if not (startswith(path, "<frozen importlib") or startswith(path, ctypes_prefixes)):
+                return startswith(path, trusted_prefixes) and not startswith(path, repo_prefix)
+            frame = f_back(frame)
+            hops += 1
+        return False
 
     def is_module_subclass(t):
         for base in type_mro(t):
@@ -435,12 +449,20 @@ def make(S):
                 executed(getframe(1), args)
             elif event == "import":
                 name = args[0] if len_(args) else None
-                if type_(name) is str_ and dict_get(forbidden, split(name, ".")[0], None) is not None:
+                top = split(name, ".")[0] if type_(name) is str_ else ""
+                if dict_get(forbidden, top, None) is not None:
                     tamper("import " + name)
+                if dict_get(library_only, top, None) is not None and not from_library(getframe(1)):
+                    tamper("import " + name + " by the repository's code")
+            elif startswith(event, "ctypes."):
+                if not from_library(getframe(1)):
+                    tamper(event + " from the repository's code")
             elif event == "object.__getattr__":
                 obj = args[0] if len_(args) else None
                 if type_(obj) is FrameType and co_filename(code_of(obj)) == "<taskmine-sealed-core>":
                     tamper("a read of the core's frame")
+                if type_(obj) is FunctionType and co_filename(fn_code(obj)) == "<taskmine-sealed-core>":
+                    tamper("a read of the core's code")
                 if type_(obj) is TracebackType and co_filename(code_of(tb_frame(obj))) == "<taskmine-sealed-core>":
                     tamper("a read of the core's frame")
             elif event == "object.__setattr__":
@@ -839,7 +861,9 @@ def main() -> None:
          record_fd, TAMPER_EXIT, missing, {e: 1 for e in SENSITIVE}, {n: 1 for n in FORBIDDEN_IMPORTS}, holders,
          boot_modules, repo.rstrip("/") + "/", {p: 1 for p in cfg.get("base") or ()},
          type.__dict__["__name__"].__get__, BaseException.__traceback__.__get__,
-         types.TracebackType.tb_lineno.__get__, types.TracebackType.tb_next.__get__, {})
+         types.TracebackType.tb_lineno.__get__, types.TracebackType.tb_next.__get__, {},
+         {n: 1 for n in LIBRARY_ONLY_IMPORTS},
+         tuple(os.path.join(p, name) + "/" for p in trusted for name in ("ctypes", "importlib")))
     src = CORE.replace(KEY_TOKEN, repr(key))
     namespace: dict = {"__builtins__": {}}
     exec(compile(src, CORE_FILE, "exec"), namespace)

@@ -133,9 +133,9 @@ def test_an_attack_on_the_verifier_passes_no_failing_test(name, tmp_path, env_ro
 
 
 def test_a_tampering_test_fails_alone_and_the_module_goes_on(tmp_path, env_root):
-    """Walking gc, opening the process's memory through a link, starting a process, setting a trace function:
-    each ends its process with a signed `tamper` record; the runner fails that test and runs the rest in a fresh
-    process."""
+    """Walking gc, opening the process's memory through a link, starting a process, setting a trace function,
+    loading ctypes from the repository's code: each ends its process with a signed `tamper` record; the runner
+    fails that test and runs the rest in a fresh process."""
     repo = make_repo(tmp_path, FIXED)
     os.symlink("/proc/self/mem", repo / "calc" / "data.bin")
     tests = TESTS + '''
@@ -159,6 +159,11 @@ def test_trace():
     sys.settrace(lambda *a: None)
 
 
+def test_ctypes():
+    import ctypes
+    ctypes.string_at(id(ctypes), 8)
+
+
 def test_after_them_all():
     assert mean([2]) == 2
 '''
@@ -167,7 +172,8 @@ def test_after_them_all():
     assert passed(result, F2P + P2P + ["tests/test_ops.py::test_after_them_all"]) == \
         F2P + P2P + ["tests/test_ops.py::test_after_them_all"]
     for name, why in (("test_gc", "gc.get_objects"), ("test_memory_through_a_link", "memory"),
-                      ("test_process", "subprocess.Popen"), ("test_trace", "sys.settrace")):
+                      ("test_process", "subprocess.Popen"), ("test_trace", "sys.settrace"),
+                      ("test_ctypes", "import ctypes")):
         assert out[f"tests/test_ops.py::{name}"] == "failed" and why in msg[f"tests/test_ops.py::{name}"], name
 
 
