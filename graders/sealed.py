@@ -259,11 +259,16 @@ def run_child(argv: list[str], cwd: str, env: dict, settings: bytes | None, dead
         os.set_blocking(set_w, False)
     pending = settings or b""
     buf = b""
+    ended_at = None
     while open_fds or proc.poll() is None:
         now = time.monotonic()
         if now >= deadline:
             run.timed_out = True
             break
+        if proc.poll() is not None and rec_r not in open_fds:
+            ended_at = ended_at or now
+            if now - ended_at > 2:      # a process it left holds the output pipe: it dies below
+                break
         wfds = [set_w] if pending and set_w is not None else []
         r, w, _ = select.select(list(open_fds), wfds, [], min(0.5, deadline - now))
         if w:
