@@ -73,8 +73,9 @@ VOLATILE = {
     "threading": ("excepthook",),
     "warnings": ("filters", "showwarning", "_showwarnmsg_impl"),
 }
-# Attributes the standard library adds to classes lazily (copyreg's cache of slot names).
-LAZY = ("__slotnames__",)
+# Caches the standard library keeps in module and class dictionaries (warnings' registry of warnings already
+# shown, which unittest also resets; copyreg's slot names): never checked.
+LAZY = ("__slotnames__", "__warningregistry__")
 RUNNER_TOPS = ("pytest", "_pytest", "pluggy", "unittest", "builtins", "iniconfig", "packaging", "py")
 SENSITIVE = (
     "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys.settrace",
@@ -99,7 +100,8 @@ def make(S):
      plain_ids, path_readers, owners, configured, sysmodules, runner_names, builtin_names, trusted_prefixes,
      test_paths, wrapper_kinds, callers, plugin_ids, boot_ids, exec_callers, protected_fns, genuine, trusted_codes,
      registry, state, busy, fd, EXIT, MISSING, sensitive, forbidden, configured_holders, boot_modules,
-     repo_prefix, base_files, type_name, tb_of, tb_lineno, tb_next, begun, library_only, ctypes_prefixes) = S
+     repo_prefix, base_files, type_name, tb_of, tb_lineno, tb_next, begun, library_only, ctypes_prefixes,
+     method_self, type_qualname, builtin_fn, test_namespaces, test_owners, lazy) = S
 
     def emit(kind, fields):
         seq = state[0]
@@ -234,11 +236,13 @@ def make(S):
             for k, v in now.items():
                 if type_(k) is not str_:
                     tamper(where + ": a key that is not a str in " + owner)
+                if dict_get(lazy, k, None) is not None:
+                    continue
                 old = dict_get(expected, k, MISSING)
                 if old is MISSING:
                     if type_(v) is ModuleType or plain(v) or dict_get(configured, owner + "." + k, None) is not None:
                         continue
-                    if k == "__slotnames__" or trusted_obj(v):
+                    if trusted_obj(v):
                         continue
                     tamper(where + ": " + owner + "." + k + " was added")
                 n += 1
@@ -282,13 +286,28 @@ def make(S):
                 continue
             tamper(where + ": sys.modules[" + repr_(name[:80]) + "] is not the trusted module")
 
-    def genuine_fn(fn, name):
-        # the test module's own function, or a library decorator (trusted code) around one
+    def genuine_fn(fn, nodeid):
+        # the test the id names: its module's own function (or a library decorator, trusted code, around one),
+        # and for a method, bound to an instance of the class the id names, which resolves the name to it
+        parts = split(split(nodeid, "[")[0], "::")
+        name = parts[len_(parts) - 1]
+        owner = join(".", parts[1:len_(parts) - 1])
         t = type_(fn)
         if t is MethodType:
+            cls = type_(method_self(fn))
             fn = method_func(fn)
-            t = type_(fn)
-        if t is not FunctionType:
+            if not owner or type_qualname(cls) != owner:
+                return "the method is bound to another class than the test's"
+            found = None
+            for c in type_mro(cls):
+                found = class_dict(c).get(name, None)
+                if found is not None:
+                    break
+            if found is not fn:
+                return "the method is not the one the test's class has"
+        elif owner:
+            return "the test is a method, not a bound one"
+        if type_(fn) is not FunctionType:
             return "the test is not a function"
         code = fn_code(fn)
         hit = dict_get(genuine, id_(code), None)
@@ -310,6 +329,22 @@ def make(S):
             if hit is not None and hit is code:
                 return "" if co_name(code) == name else "the function is another test's"
         return "the function called is not the test module's"
+
+    def snapshot_tests():
+        # after collection: every function, class and module the test modules bind (a rebinding is tampering)
+        for path, ns in test_namespaces:
+            kept = {}
+            for k, v in dict_copy(ns).items():
+                if type_(k) is str_ and (type_(v) is FunctionType or type_(v) is ModuleType or type_(v) is type_
+                                         or type_(v) is builtin_fn):
+                    kept[k] = v
+            test_owners.append((path, ns, kept))
+
+    def check_tests(where):
+        for path, ns, kept in test_owners:
+            for k, v in kept.items():
+                if dict_get(ns, k, MISSING) is not v:
+                    tamper(where + ": " + path[len_(repo_prefix):] + " no longer binds its " + k)
 
     def body(caller, args):
         if len_(args) != 2:
@@ -335,8 +370,7 @@ def make(S):
         params = dict_get(registry, nodeid, None)
         if params is None:
             tamper("body: " + nodeid[:200] + " was never collected")
-        name = split(split(nodeid, "[")[0], "::")
-        why = genuine_fn(dict_get(loc, "_fn", None), name[len_(name) - 1])
+        why = genuine_fn(dict_get(loc, "_fn", None), nodeid)
         if why:
             emit("body", (nodeid, "unverified: " + why))
             return
@@ -382,6 +416,7 @@ def make(S):
                 if type_(i) is not str_:
                     tamper("collected: an id that is not a str")
             check("after collection")
+            snapshot_tests()
             emit("collected", (ids,))
             return
         for a in args:
@@ -401,6 +436,7 @@ def make(S):
                 tamper(event[9:] + ": for a test that is not the one running")
         if event == "taskmine.done":
             check("after " + repr_(nodeid)[:200])
+            check_tests("after " + repr_(nodeid)[:200])
             state[3] = None
         emit(event[9:], args)
 
@@ -419,6 +455,17 @@ def make(S):
             return
         if caller is None or dict_get(exec_callers, id_(code_of(caller)), None) is None:
             return
+        if into is genuine:       # the test module's namespace: exec(code, module.__dict__) from either caller
+            loc = f_locals(caller)
+            ns = None
+            module = dict_get(loc, "module", None)
+            if type_(module) is ModuleType:
+                ns = module_dict(module)
+            call_args = dict_get(loc, "args", None)
+            if ns is None and type_(call_args) is tuple_ and len_(call_args) == 2 and type_(call_args[1]) is dict_type:
+                ns = call_args[1]
+            if ns is not None:
+                test_namespaces.append((path, ns))
         todo = [code]
         while todo:
             c = todo.pop()
@@ -479,7 +526,7 @@ def make(S):
             while tb is not None and len_(lines) < 20:
                 lines.append(tb_lineno(tb))
                 tb = tb_next(tb)
-            tamper("the core failed: " + type_name(type_(e)) + " at core lines " + repr_(lines))
+            tamper("the core failed or was interrupted: " + type_name(type_(e)) + " at core lines " + repr_(lines))
         finally:
             if was:
                 gc_enable()
@@ -564,7 +611,7 @@ def snapshot() -> tuple[list, dict, list, list]:
         seen.add(id(cls))
         name = f"{owner}.{cls.__qualname__}"
         proxy = cls.__dict__
-        owners.append((name, proxy, dict(proxy), proxy_copy))
+        owners.append((name, proxy, {k: v for k, v in proxy.items() if k not in LAZY}, proxy_copy))
         for attr in CONFIGURED.get(name, ()):
             holders.append((f"{name}.{attr}", proxy, attr))
         for v in list(proxy.values()):
@@ -586,7 +633,7 @@ def snapshot() -> tuple[list, dict, list, list]:
         if mod is None or type(mod) is not types.ModuleType or not _protected(name):
             continue
         d = mod.__dict__
-        owners.append((name, d, dict(d), dict.copy))
+        owners.append((name, d, {k: v for k, v in d.items() if k not in LAZY}, dict.copy))
         for attr in VOLATILE.get(name, ()):
             volatile.append(f"{name}.{attr}")
         for v in list(d.values()):
@@ -863,7 +910,9 @@ def main() -> None:
          type.__dict__["__name__"].__get__, BaseException.__traceback__.__get__,
          types.TracebackType.tb_lineno.__get__, types.TracebackType.tb_next.__get__, {},
          {n: 1 for n in LIBRARY_ONLY_IMPORTS},
-         tuple(os.path.join(p, name) + "/" for p in trusted for name in ("ctypes", "importlib")))
+         tuple(os.path.join(p, name) + "/" for p in trusted for name in ("ctypes", "importlib")),
+         types.MethodType.__self__.__get__, type.__dict__["__qualname__"].__get__, types.BuiltinFunctionType, [], [],
+         {n: 1 for n in LAZY})
     src = CORE.replace(KEY_TOKEN, repr(key))
     namespace: dict = {"__builtins__": {}}
     exec(compile(src, CORE_FILE, "exec"), namespace)

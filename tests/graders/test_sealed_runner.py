@@ -177,6 +177,68 @@ def test_after_them_all():
         assert out[f"tests/test_ops.py::{name}"] == "failed" and why in msg[f"tests/test_ops.py::{name}"], name
 
 
+@pytest.mark.parametrize("swap,rebind,why", [
+    (True, False, "the method is bound to another class than the test's"),
+    (False, True, "no longer binds its mean")])
+def test_swapping_a_test_function_or_rebinding_what_a_test_module_imported_passes_nothing(
+        swap, rebind, why, tmp_path, env_root):
+    """The repository's code, run by the first test, gives a later test another genuine test of the same name
+    (another class's), or rebinds the name a test module imported to a function that returns what the tests want:
+    the first is not the test the id names, the second changes the test module's bindings."""
+    attack = OPS + f'''
+
+import sys as _sys
+
+
+def _attack():
+    f = _sys._getframe()
+    while f is not None:
+        item = f.f_locals.get("item")
+        if item is not None and hasattr(item, "session"):
+            break
+        f = f.f_back
+    if f is None:
+        return
+    items = item.session.items
+    donor = next(i for i in items if i.nodeid.endswith("TestA::test_x"))
+    for i in items:
+        if {swap} and i.nodeid.endswith("TestB::test_x"):
+            i.obj = getattr(donor.obj, "__wrapped__", donor.obj)
+    if {rebind}:
+        _sys.modules["tests.test_ops"].mean = lambda values: 0.0
+
+
+_add = add
+
+
+def add(a, b):
+    _attack()
+    return _add(a, b)
+'''
+    tests = """import unittest
+
+from calc.ops import add, mean
+
+
+class TestA(unittest.TestCase):
+    def test_x(self):
+        self.assertEqual(add(1, 1), 2)
+
+
+class TestB(unittest.TestCase):
+    def test_x(self):
+        self.assertEqual(mean([]), 0.0)
+
+
+def test_rebound():
+    assert mean([]) == 0.0
+"""
+    result = run_sealed(tmp_path, make_repo(tmp_path, attack), env_root, tests=tests)
+    assert result["outcomes"]["tests/test_ops.py::TestB::test_x"] != "passed"
+    assert result["outcomes"]["tests/test_ops.py::test_rebound"] != "passed", result
+    assert any(why in m for m in result["messages"].values()), result["messages"]
+
+
 def test_a_shadowing_file_counts_only_when_it_was_there_at_the_base_commit(tmp_path, env_root):
     repo = make_repo(tmp_path, FIXED)
     (repo / "colorsys.py").write_text("MARK = 'the repository'\n")
