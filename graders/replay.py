@@ -5,7 +5,10 @@ session), replaying its reference through the `company` CLI (the oracle) scores 
 doing nothing (the null run) scores <= 0.05 on every repeat (DESIGN.md, Validation 1, 2 and 4), and every
 probe the family declared (a cheap or wrong outcome) scores under its threshold (Validation 3).
 Infrastructure failures (the sandbox could not run, our own replay timed out) are recorded apart from task
-failures and never counted as a score. An agent is graded on the actions it recorded, however it ended.
+failures and never counted as a score. An agent is graded on the actions it recorded, however it ended. A code
+task's run that leaves no test report (graders.verifier `no_report`: its code killed the runner, say) is an
+infrastructure failure only when the oracle's run of the same verifier leaves none either (`oracle_reports`);
+otherwise it scores 0, so a policy cannot trade a 0 for a grader error.
 """
 
 from __future__ import annotations
