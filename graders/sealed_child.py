@@ -28,25 +28,30 @@ pytest then runs the module with `Sealed` as a plug-in, which reports to the cor
 - `report`: each report pytest logs (phase, outcome, a short message);
 - `body`: from `sealed_call`, a wrapper around each test function: `ok` only when the test function itself
   returned (and, for unittest, no subtest failed). The core accepts `ok` only from a frame running the wrapper's
-  code, called by pytest's `pytest_pyfunc_call` or unittest's `_callTestMethod`, whose function is the test
-  module's own (its code was executed from a restored test file, `genuine`; or a library decorator around such
-  a function) and whose parameters are the registered ones. A patched TestReport, junitxml, TestResult, exit
-  status or hook therefore never turns a failing test function into a pass;
+  code, called by pytest's `pytest_pyfunc_call` or unittest's `_callTestMethod`, for the test running now, whose
+  function is the one the id names (its code was executed from a restored test file, `genuine`, or is a library
+  decorator, trusted code, around such a function; a method is bound to an instance of the id's class, which
+  resolves the name to it) and whose parameters are the collected ones. A patched TestReport, junitxml,
+  TestResult, exit status or hook therefore never turns a failing test function into a pass; records for a test
+  that is not the one running, or a test begun twice, are forged;
 - `done`: after each test the snapshot is compared with the live state (`check`): a replaced runner, standard
   library or builtins object (a monkeypatched TestReport, assertEqual, `_Outcome`) is tampering; so is a
-  standard-library or runner name in sys.modules bound to a module from outside the trusted folders;
+  standard-library or runner name in sys.modules bound to a module from outside the trusted folders (unless the
+  repository had that file at the base commit), and a test module that no longer binds a function, class or
+  module it bound when collection ended (the repository's code rebinding what a test imported);
 - `end`: after pytest returns, from this file's frame; the process then exits at once (`os._exit`: no atexit
   handler, finalizer or thread of the repository runs after it).
 
 Tampering ends the process at once after a signed `tamper` record (the parent runs the module's remaining tests
 in a fresh process): walking the garbage collector, another thread's frames, a trace or profile function,
-ctypes, a sub-interpreter, starting a process, opening a process's memory (/proc/<pid>/mem, directly, through a
-link or relative to a /proc folder), reading a core frame's code, changing the code or defaults of a runner
-function, an integrity difference. Adding an audit hook is refused silently.
+loading or using ctypes from the repository's code (a dependency may load it: numpy does), a sub-interpreter,
+starting a process, opening a process's memory (/proc/<pid>/mem, directly, through a link or relative to a /proc
+folder), reading a core frame's or function's code, changing the code or defaults of a runner function, an
+integrity difference. Adding an audit hook is refused silently.
 
 Not covered (docs/architecture.md): code that changes what a test computes while it runs and restores the state
 before the test ends, objects that compare equal to anything, threads racing the runner's own bookkeeping, and
-reading this process's memory by means the core does not see.
+reading this process's memory by means the core does not see (ctypes, when a dependency loaded it).
 """
 
 import sys
