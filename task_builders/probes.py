@@ -22,7 +22,10 @@ place). `add_catalogue` (called by `seal` on the family's drafts) appends to eac
   generic polite reply (`acknowledgement`), the request quoted back and another request's reply;
 - code: `sibling` (another fix's patch) and `hardcoded_returns` (every function of the files the fix
   changes returns None: a hard-coded stub of the code under test; hard-coding the values the hidden tests
-  expect is not generated: the probe would have to read the hidden tests, which is the oracle's knowledge).
+  expect is not generated: the probe would have to read the hidden tests, which is the oracle's knowledge);
+  and for Python every attack on the verifier in task_builders.verifier_probes (`report_patch`,
+  `report_patch_unittest`, `report_plugin`, `stdlib_shadow_root`, `stdlib_shadow_package`, `exit_at_import`,
+  `sys_exit_at_import`, `startup_hooks`, `pyc_planting`, `report_tamper`, `runner_introspection`).
 - null is not a probe here: `seal` and validation run it already (<= 0.05, every repeat).
 
 Thresholds (`threshold`): a probe must score under `probe_max` (DatasetConfig, default 0.5), or the
@@ -419,8 +422,11 @@ HARDCODE = ("import ast, sys\nfor p in sys.argv[1:]:\n    try:\n        tree = a
 
 def code_probes(ctx, d, sib) -> list[tuple[str, str]]:
     """Shell-command probes of a code change: another fix's patch applied here; every function of the
-    files the fix changes returning None (Python)."""
+    files the fix changes returning None (Python); the attacks on the verifier itself
+    (task_builders.verifier_probes: the report patched, the runner shadowed, the process ended, start-up hooks,
+    planted compiled files, the report tampered with)."""
     from graders import verifier
+    from task_builders import verifier_probes
 
     code = d.meta["code"]
     repo = code["repo"]
@@ -435,4 +441,7 @@ def code_probes(ctx, d, sib) -> list[tuple[str, str]]:
             out.append(("hardcoded_returns",
                         f"cd ~/{shlex.quote(repo)} && python3 -c {shlex.quote(HARDCODE)} "
                         f"{' '.join(shlex.quote(f) for f in files)}; true"))
+        ids = list(code.get("FAIL_TO_PASS") or []) + list(code.get("PASS_TO_PASS") or [])
+        out += [(name, cmd) for name, cmd in verifier_probes.probes(repo, files, ids)
+                if len(cmd) <= verifier.PATCH_ARG_LIMIT]
     return out

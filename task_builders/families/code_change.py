@@ -320,7 +320,7 @@ class CodeChange(Family):
                  changes: dict[str, str], restore: list[str], run: list[str]) -> verifier.Measure | str:
         repeats = ctx.config.code_repeats
         key = content_hash("code-measure/2", env.key(), c.parent, c.fix, run, restore, repeats,
-                           ctx.config.code_timeout_s, ctx.sandbox.kind, codeenv.runner_recipe())[:32]
+                           ctx.config.code_timeout_s, ctx.sandbox.kind, verifier.runner_recipe())[:32]
         stored = ctx.world_root / "code" / "measure" / f"{key}.json"
         if stored.exists():
             m = verifier.Measure.from_json(json.loads(stored.read_text()))
@@ -337,7 +337,7 @@ class CodeChange(Family):
             Path(tmp).chmod(0o755)    # the sandbox's user reads it through a read-only mount
             _archive(path, c.parent, Path(tmp))
             m = verifier.measure(ctx.sandbox, image, Path(tmp), slug, env, cache, before, after, run, execs=execs,
-                                 repeats=repeats, timeout_s=ctx.config.code_timeout_s)
+                                 repeats=repeats, timeout_s=ctx.config.code_timeout_s, restore=restore)
         stored.parent.mkdir(parents=True, exist_ok=True)
         stored.write_text(json.dumps(m.to_json(), sort_keys=True))
         return m.error or m
