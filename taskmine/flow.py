@@ -563,8 +563,10 @@ def measure(store: Store, dataset: str, sandbox, rows: list[Validation], tasks: 
 
     counts = {"baseline_runs_now": 0, "rollouts_now": 0}
     if config.baselines:
-        have = {v.task_id for v in rows if v.run_kind.startswith("baseline:") and kept(v)}
-        todo = [t for t in tasks if t.task_id not in have and baselines.applicable(t.family)]
+        have = Counter(v.task_id for v in rows if v.run_kind.startswith("baseline:") and kept(v))
+        # a task misses a baseline when it has fewer runs than its family has baselines (one added later)
+        todo = [t for t in tasks if baselines.applicable(t.family)
+                and have[t.task_id] < len(baselines.BASELINES[t.family])]
         for i, t in enumerate(todo, 1):
             new = replay.baseline_runs(t, store.worlds(dataset), sandbox, llm=llm)
             rows = [v for v in rows if not (v.task_id == t.task_id and v.run_kind.startswith("baseline:"))] + new
