@@ -171,7 +171,7 @@ def paragraphs_path(store: Store, dataset: str) -> Path:
 
 def anonymizer(store: Store, dataset: str, with_message_ids: bool = False) -> Anonymizer:
     """The dataset's anonymizer: identities, vault, and the outsiders/places NER found (private)."""
-    vault = Vault.load(vault_path(store, dataset))
+    vault = Vault.load(vault_path(store, dataset), salt=os.environ.get("TASKMINE_SALT"))
     ids = message_ids(store.iter("events", dataset)) if with_message_ids else ()
     f = entities_path(store, dataset)
     found = json.loads(f.read_text()) if f.exists() else {}
