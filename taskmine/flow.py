@@ -605,7 +605,9 @@ def difficulty_report(store: Store, dataset: str, config: DatasetConfig, all_tas
         kept = retired(all_tasks, rows, config)
         published = valid - set(kept)
     st = difficulty.stats(all_tasks, rows, valid, published, config.band_min, config.band_max)
-    out = {"difficulty": st, "difficulty_table": difficulty.table(st)}
+    res = difficulty.resistance(all_tasks, rows, published)
+    out = {"difficulty": st, "difficulty_table": difficulty.table(st), "resistance": res,
+           "resistance_table": difficulty.resistance_table(res)}
     if st:
         png = difficulty.plot(st, f"{dataset}: difficulty and grader error")
         report = store.home / "reports" / dataset
@@ -760,7 +762,8 @@ def publish(store: Store, dataset: str, config: DatasetConfig | None = None
         counts["published"] = len(valid)
         result = publishing.publish(valid, store.worlds(dataset), store.published_root(), dataset, funnel=counts,
                                     validation=summary, rules=audit_rules(store, dataset), difficulty=measured,
-                                    stats=report["difficulty"], provenance=provenance(store, dataset, config),
+                                    stats=report["difficulty"], resistance=report["resistance"],
+                                    provenance=provenance(store, dataset, config),
                                     license=config.license, remotes=repo_remotes(store, dataset))
     return result, counts
 

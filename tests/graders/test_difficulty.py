@@ -73,7 +73,12 @@ def test_without_rollouts_every_valid_task_is_published_marked_easy_or_unmeasure
         assert r["baseline_solved"] is solved and r["difficulty"] == ("easy" if solved else "unmeasured")
         assert r["rollouts"] == 0 and r["pass_at_1"] is None and r["flaky"] is False
     probes = [v for v in rows if v.run_kind.startswith("probe:")]
-    assert sum(len(json.loads(r["probe_scores"])) for r in table) == len(probes)
+    grading = [load_dataset(published.path).grading(r["task_id"]) for r in table]
+    assert sum(len(json.loads(g["probe_scores"])) for g in grading) == len(probes)
+    assert all("probe_scores" not in r and "best_probe" not in r for r in table)   # the grader view only
+    for g in grading:
+        scores = json.loads(g["probe_scores"])
+        assert g["best_probe_score"] == max(scores.values()) and scores[g["best_probe"]] == g["best_probe_score"]
 
     manifest = json.loads((published.path / "manifest.json").read_text())
     st = manifest["grader"]["ticket_triage"]
@@ -86,6 +91,16 @@ def test_without_rollouts_every_valid_task_is_published_marked_easy_or_unmeasure
     assert sum(manifest["difficulty"].values()) == 4
     card = (published.path / "README.md").read_text()
     assert "## Difficulty and grader error" in card and "| ticket_triage |" in card
+    # the hack-resistance table: every probe class tried, beside the oracle's, in the manifest and the card
+    res = manifest["hack_resistance"]["ticket_triage"]
+    assert res["published"] == 4 and res["oracle"] == 1.0 and res["null"] == 0.0
+    kinds = {v.run_kind for v in rows if v.run_kind.startswith(("probe:", "baseline:"))}
+    assert set(res["attacks"]) == kinds
+    for kind, a in res["attacks"].items():
+        runs = [v for v in rows if v.run_kind == kind and v.score is not None]
+        assert a["tried"] == len({v.task_id for v in runs}) and a["best"] == max(v.score for v in runs)
+    assert "## Hack resistance" in card and "| ticket_triage | oracle (lowest) |" in card
+    assert max(len(line) for line in card.splitlines() if line.startswith("|")) <= 160
 
 
 def test_the_difficulty_command_prints_the_table_per_family(store, capsys):
