@@ -18,6 +18,7 @@ Infrastructure failures (error_class infra or timeout) are no score and are neve
 from __future__ import annotations
 
 import io
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -182,16 +183,32 @@ def stats(tasks: list[Task], rows: list[Validation], valid: set[str], published:
             for fam, f in out.items()}
 
 
-def resistance(tasks: list[Task], rows: list[Validation], published: set[str]) -> dict[str, dict]:
+PROBE_REJECTED = "a probe passes the rubric"     # the reason task_builders.families.seal rejects a draft with
+_SCORED = re.compile(r"(\w+) scored ([0-9.]+|None)")
+
+
+def resistance(tasks: list[Task], rows: list[Validation], published: set[str], rejections: Iterable = ()
+               ) -> dict[str, dict]:
     """The hack-resistance table: per family, per class of attack (every probe name of its tasks, `probe:<name>`,
     and every no-model baseline, `baseline:<name>`; generic over names, so a family's own probes join without
     code here): how many tasks it was tried on, how many it made invalid (it reached its threshold: the task is
     not published), and the best and mean score it reached on the published tasks, beside the oracle's lowest and
-    the null's highest score on them. Infrastructure failures are not scores and count nowhere."""
+    the null's highest score on them. `rejections` (the tasks stage's): drafts a probe rejected when they were
+    sealed (graded in process, never validated) count as tried and passing too. Infrastructure failures are not
+    scores and count nowhere."""
     by_task: dict[str, list[Validation]] = {}
     for r in rows:
         by_task.setdefault(r.task_id, []).append(r)
     out: dict[str, dict] = {}
+    for r in rejections:
+        if getattr(r, "reason", "") != PROBE_REJECTED or not r.family:
+            continue
+        fam = out.setdefault(r.family, {"published": 0, "oracle": None, "null": None, "attacks": {}})
+        for name, _ in _SCORED.findall(r.detail or ""):
+            a = fam["attacks"].setdefault(f"probe:{name}", {"tried": set(), "passing": set(), "scores": [],
+                                                             "limit": None})
+            a["tried"].add(f"draft:{r.subject_id}")
+            a["passing"].add(f"draft:{r.subject_id}")
     for t in sorted(tasks, key=lambda t: (t.family, t.task_id)):
         fam = out.setdefault(t.family, {"published": 0, "oracle": None, "null": None, "attacks": {}})
         mine = [r for r in by_task.get(t.task_id, []) if r.error_class not in ("infra", "timeout")]
@@ -244,7 +261,8 @@ def resistance_table(res: dict[str, dict]) -> list[dict[str, str]]:
             rows.append({"family": fam, "attack": kind, "tried": str(a["tried"]),
                          "passing": f"{a['passing']} {'solved (easy)' if kind.startswith('baseline:') else 'rejected'}",
                          "best on published": num(a["best"]), "mean on published": num(a["mean"]),
-                         "limit": f"< {a['limit']:g}" if a["limit"] is not None else "(difficulty)"})
+                         "limit": "(difficulty)" if kind.startswith("baseline:") else
+                         f"< {a['limit']:g}" if a["limit"] is not None else "-"})
     return rows
 
 

@@ -605,7 +605,8 @@ def difficulty_report(store: Store, dataset: str, config: DatasetConfig, all_tas
         kept = retired(all_tasks, rows, config)
         published = valid - set(kept)
     st = difficulty.stats(all_tasks, rows, valid, published, config.band_min, config.band_max)
-    res = difficulty.resistance(all_tasks, rows, published)
+    res = difficulty.resistance(all_tasks, rows, published,
+                                [r for r in store.read("rejections", dataset) if r.stage == "candidates"])
     out = {"difficulty": st, "difficulty_table": difficulty.table(st), "resistance": res,
            "resistance_table": difficulty.resistance_table(res)}
     if st:

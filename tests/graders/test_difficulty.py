@@ -22,10 +22,16 @@ CONFIG = DatasetConfig(ner_model="", families=("ticket_triage",))
 
 
 @pytest.fixture(scope="module")
-def built_home(tmp_path_factory, sample_company):
+def built_home(tmp_path_factory):
+    # the sample at scale 2: at scale 1 the constant probes (the commonest values of the tasks kept) leave three
+    # triage tasks of thirteen, too few for the four roles below; at scale 2 twenty stay
+    from sample.company import write_sample
+
+    exports = tmp_path_factory.mktemp("difficulty-sample") / "exports"
+    write_sample(exports, seed=0, scale=2, dataset="acme")
     home = tmp_path_factory.mktemp("difficulty") / "home"
     store = Store(home)
-    flow.prepare(store, "acme", sample_company / "acme", CONFIG)
+    flow.prepare(store, "acme", exports / "acme", CONFIG)
     flow.work_items(store, "acme", CONFIG)
     flow.tasks(store, "acme", CONFIG)
     return home
@@ -98,7 +104,11 @@ def test_without_rollouts_every_valid_task_is_published_marked_easy_or_unmeasure
     assert set(res["attacks"]) == kinds
     for kind, a in res["attacks"].items():
         runs = [v for v in rows if v.run_kind == kind and v.score is not None]
-        assert a["tried"] == len({v.task_id for v in runs}) and a["best"] == max(v.score for v in runs)
+        # ... and the drafts this probe rejected when they were built (graded in process, never validated)
+        built = [r for r in store.read("rejections", "acme") if r.reason == "a probe passes the rubric"
+                 and f"{kind.removeprefix('probe:')} scored" in r.detail]
+        assert a["tried"] == len({v.task_id for v in runs}) + len(built) and a["passing"] == len(built)
+        assert a["best"] == max(v.score for v in runs)
     assert "## Hack resistance" in card and "| ticket_triage | oracle (lowest) |" in card
     assert max(len(line) for line in card.splitlines() if line.startswith("|")) <= 160
 
