@@ -210,7 +210,8 @@ def baseline_runs(task: Task, worlds_dir: Path, sandbox, llm=None) -> list[Valid
     out = []
     for b in baselines.plan(task, worlds_dir):
         v = run_once(task, worlds_dir, sandbox, f"baseline:{b.name}", b.command(), llm=llm)
-        note = f"copied {b.source}" if b.calls else f"submitted nothing: {b.source}"
+        note = f"ran {b.source}" if b.shell is not None else f"copied {b.source}" if b.calls else \
+            f"submitted nothing: {b.source}"
         out.append(v.model_copy(update={"message": "; ".join(m for m in (note, v.message) if m)[:1000]}))
     return out
 

@@ -125,6 +125,10 @@ class Pseudonym:
     username: str
 
 
+class VaultError(ValueError):
+    """A vault that cannot be opened as asked (another salt than the one it was made with)."""
+
+
 class Vault:
     """The private mapping person -> pseudonym, with the dataset's secret salt. Never published."""
 
@@ -132,12 +136,22 @@ class Vault:
         self.path, self.salt, self.domain, self.pseudonyms = path, salt, domain, pseudonyms
 
     @classmethod
-    def load(cls, path: Path) -> Vault:
+    def load(cls, path: Path, salt: str | None = None) -> Vault:
+        """The vault at `path`, or a new one. A new vault draws its salt at random unless `salt` is given (a run
+        is reproducible given its salt: the same salt gives the same pseudonyms, domains and Message-IDs); an
+        existing vault keeps its own, and asking for another is an error (its pseudonyms are already out)."""
+        if salt is not None and not salt.strip():
+            raise VaultError("the pseudonym salt is empty: set TASKMINE_SALT to a secret string (e.g. "
+                             "`openssl rand -hex 16`) or unset it")
         if path.exists():
             data = json.loads(path.read_text())
+            if salt is not None and salt != data["salt"]:
+                raise VaultError(f"{path} was made with another salt than TASKMINE_SALT: unset TASKMINE_SALT to "
+                                 "keep this dataset's pseudonyms, or remove that vault (and re-run from the "
+                                 "anonymize stage) to draw them from the new salt")
             return cls(path, data["salt"], data["domain"],
                        {k: Pseudonym(**v) for k, v in data["pseudonyms"].items()})
-        salt = secrets.token_hex(16)
+        salt = salt if salt is not None else secrets.token_hex(16)
         return cls(path, salt, f"corp-{content_hash('domain', salt)[:6]}.example", {})
 
     def save(self) -> None:

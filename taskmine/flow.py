@@ -172,7 +172,7 @@ def paragraphs_path(store: Store, dataset: str) -> Path:
 
 def anonymizer(store: Store, dataset: str, with_message_ids: bool = False) -> Anonymizer:
     """The dataset's anonymizer: identities, vault, and the outsiders/places NER found (private)."""
-    vault = Vault.load(vault_path(store, dataset))
+    vault = Vault.load(vault_path(store, dataset), salt=os.environ.get("TASKMINE_SALT"))
     ids = message_ids(store.iter("events", dataset)) if with_message_ids else ()
     f = entities_path(store, dataset)
     found = json.loads(f.read_text()) if f.exists() else {}
@@ -756,8 +756,10 @@ def measure(store: Store, dataset: str, sandbox, rows: list[Validation], tasks: 
 
     counts = {"baseline_runs_now": 0, "rollouts_now": 0}
     if config.baselines:
-        have = {v.task_id for v in rows if v.run_kind.startswith("baseline:") and kept(v)}
-        todo = [t for t in tasks if t.task_id not in have and baselines.applicable(t.family)]
+        have = Counter(v.task_id for v in rows if v.run_kind.startswith("baseline:") and kept(v))
+        # a task misses a baseline when it has fewer runs than its family has baselines (one added later)
+        todo = [t for t in tasks if baselines.applicable(t.family)
+                and have[t.task_id] < len(baselines.BASELINES[t.family])]
         for i, t in enumerate(todo, 1):
             new = replay.baseline_runs(t, store.worlds(dataset), sandbox, llm=llm)
             rows = [v for v in rows if not (v.task_id == t.task_id and v.run_kind.startswith("baseline:"))] + new
@@ -796,7 +798,10 @@ def difficulty_report(store: Store, dataset: str, config: DatasetConfig, all_tas
         kept = retired(all_tasks, rows, config)
         published = valid - set(kept)
     st = difficulty.stats(all_tasks, rows, valid, published, config.band_min, config.band_max)
-    out = {"difficulty": st, "difficulty_table": difficulty.table(st)}
+    res = difficulty.resistance(all_tasks, rows, published,
+                                [r for r in store.read("rejections", dataset) if r.stage == "candidates"])
+    out = {"difficulty": st, "difficulty_table": difficulty.table(st), "resistance": res,
+           "resistance_table": difficulty.resistance_table(res)}
     if st:
         png = difficulty.plot(st, f"{dataset}: difficulty and grader error")
         report = store.home / "reports" / dataset
@@ -964,7 +969,8 @@ def publish(store: Store, dataset: str, config: DatasetConfig | None = None
         counts["published"] = len(valid)
         result = publishing.publish(valid, store.worlds(dataset), store.published_root(), dataset, funnel=counts,
                                     validation=summary, rules=audit_rules(store, dataset), difficulty=measured,
-                                    stats=report["difficulty"], provenance=provenance(store, dataset, config),
+                                    stats=report["difficulty"], resistance=report["resistance"],
+                                    provenance=provenance(store, dataset, config),
                                     license=config.license, remotes=repo_remotes(store, dataset),
                                     withheld=withheld_summary(store, dataset, stages=("anonymize",)))
         counts["published"] = result.tasks

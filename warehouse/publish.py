@@ -58,11 +58,17 @@ class LeakError(RuntimeError):
 # What is measured of each task (graders.difficulty): probe scores (JSON {probe: score}) and how many passed, the
 # flaky flag (oracle scores differed across repeats), baseline scores (JSON {baseline: score}) and whether one
 # solved it, the model's rollouts, pass@1 and pass@k (null without rollouts), the difficulty band.
-DIFFICULTY_COLUMNS = [("probe_scores", pa.string()), ("probes_passed", pa.int64()), ("flaky", pa.bool_()),
+DIFFICULTY_COLUMNS = [("flaky", pa.bool_()),
                       ("baseline_scores", pa.string()), ("baseline_solved", pa.bool_()), ("rollouts", pa.int64()),
                       ("pass_at_1", pa.float64()), ("pass_at_k", pa.float64()), ("difficulty", pa.string())]
-UNMEASURED = {"probe_scores": "{}", "probes_passed": 0, "flaky": False, "baseline_scores": "{}",
-              "baseline_solved": False, "rollouts": 0, "pass_at_1": None, "pass_at_k": None, "difficulty": "unmeasured"}
+# ... and what the probes scored, in the grader view only (a policy must not read where the grader is weakest):
+# every probe's score (JSON {probe: score}), how many reached their threshold, and the best one with its score
+PROBE_COLUMNS = [("probe_scores", pa.string()), ("probes_passed", pa.int64()), ("best_probe", pa.string()),
+                 ("best_probe_score", pa.float64())]
+UNMEASURED = {"probe_scores": "{}", "probes_passed": 0, "best_probe": None, "best_probe_score": None, "flaky": False,
+              "baseline_scores": "{}", "baseline_solved": False, "rollouts": 0, "pass_at_1": None, "pass_at_k": None,
+              "difficulty": "unmeasured"}
+_PROBE_NAMES = {name for name, _ in PROBE_COLUMNS}
 
 # The agent view (`tasks/`): what a policy may see. Nothing here is an answer: no reference, rubric, probe, hidden
 # test, test set, patch, hidden event id or requester script (tests/warehouse/test_published_layout.py greps it).
@@ -82,6 +88,7 @@ GRADING_COLUMNS = pa.schema([
     ("hidden", pa.list_(pa.string())), ("requester", pa.string()), ("lineage", pa.list_(pa.string())),
     ("canary", pa.string()),
     *[(name, pa.string()) for name in ("instance_id", *swe.GRADER)],
+    *PROBE_COLUMNS,
 ])
 _CALL = pa.struct([("id", pa.string()), ("type", pa.string()),
                    ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())]))])
@@ -154,13 +161,14 @@ def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: st
             validation: dict[str, dict], rules: audit.Rules, difficulty: dict[str, dict] | None = None,
             stats: dict[str, dict] | None = None, provenance: list[Provenance] | None = None,
             license: str = "other", remotes: dict[str, str | None] | None = None,
-            withheld: dict | None = None) -> Published:
+            withheld: dict | None = None, resistance: dict[str, dict] | None = None) -> Published:
     """Stage, leak-audit (`privacy.audit.audit` with the dataset's `rules`), then rename into place.
     `difficulty`: task id -> its DIFFICULTY_COLUMNS (graders.difficulty.Difficulty.columns); `stats`: per family
     difficulty and grader error (graders.difficulty.stats), into the manifest and the card; `provenance`: the
     dataset's sources for the card; `license`: the dataset's licence (an SPDX id, or "other"); `remotes`: world
     repository slug -> its public remote (SWE-bench's owner/name); `withheld`: what earlier stages withheld
-    (taskmine.flow.withheld_summary), counted in the manifest and the card.
+    (taskmine.flow.withheld_summary), counted in the manifest and the card; `resistance`: per family the
+    hack-resistance table (graders.difficulty.resistance), into the manifest and the card.
 
     A hit of the audit in a task's row withholds that task, one in a world document that document and every
     task whose lineage or hidden events name it (privacy.withhold.attribute); the version is staged and audited
@@ -170,11 +178,12 @@ def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: st
 
     tasks = sorted(tasks, key=lambda t: t.task_id)
     difficulty, stats, remotes, withheld = difficulty or {}, stats or {}, remotes or {}, withheld or {}
+    resistance = resistance or {}
     world_key = json.loads((world_root / "world.json").read_text()).get("key") if (world_root / "world.json").exists() \
         else None
     # what was measured is content too: new baselines or rollouts of the same tasks are a new version
     digest = content_hash("publish", PIPELINE_VERSION, world_key, [(t.task_id, t.world_hash) for t in tasks],
-                          [difficulty.get(t.task_id) for t in tasks], stats,
+                          [difficulty.get(t.task_id) for t in tasks], stats, resistance,
                           [p.__dict__ for p in provenance or []], license, sorted(remotes.items()),
                           withheld or None)[:12]
     version = f"{PIPELINE_VERSION}-{digest}"
@@ -194,7 +203,7 @@ def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: st
         summary = _with_publish(withheld, out_tasks, out_docs, len(tasks))
         stage = _stage(live, world_root, out_root, dataset, version, funnel=funnel, validation=validation,
                        difficulty=difficulty, stats=stats, provenance=provenance, license=license, remotes=remotes,
-                       withheld=summary, drop_documents=set(out_docs))
+                       withheld=summary, resistance=resistance, drop_documents=set(out_docs))
         report = audit.audit(stage, rules, limit=1000)
         if report.ok:
             break
@@ -237,7 +246,7 @@ def _with_publish(withheld: dict, tasks: dict[str, str], docs: dict[str, str], c
 def _stage(tasks: list[Task], world_root: Path, out_root: Path, dataset: str, version: str, *,
            funnel: dict[str, int], validation: dict[str, dict], difficulty: dict[str, dict], stats: dict,
            provenance: list[Provenance] | None, license: str, remotes: dict[str, str | None], withheld: dict,
-           drop_documents: set[str]) -> Path:
+           resistance: dict, drop_documents: set[str]) -> Path:
     """Every file of the version in a staging folder (manifest last); returns the folder."""
     stage = out_root / dataset / f".staging-{version}-{os.getpid()}"
     if stage.exists():
@@ -256,7 +265,8 @@ def _stage(tasks: list[Task], world_root: Path, out_root: Path, dataset: str, ve
             "easy": is_easy(measured[t.task_id]), "prompt": t.prompt, "cutoff": t.cutoff,
             "tools": task_tools(t.world), "world_dir": "world", "world_hash": t.world_hash,
             "world_manifest": canonical_json(agent_world(t.world)), "canary": t.canary,
-            **{k: code_cols[k] for k in swe.AGENT}, **measured[t.task_id]})
+            **{k: code_cols[k] for k in swe.AGENT},
+            **{k: v for k, v in measured[t.task_id].items() if k not in _PROBE_NAMES}})
         requester = t.world.get("requester") or {}
         grading.append({
             "task_id": t.task_id, "dataset": t.dataset, "family": t.family, "split": t.split,
@@ -264,7 +274,8 @@ def _stage(tasks: list[Task], world_root: Path, out_root: Path, dataset: str, ve
             "validation": canonical_json(validation.get(t.task_id, {})), "hidden": list(t.world.get("hidden") or []),
             "requester": canonical_json({k: v for k, v in requester.items() if k not in REQUESTER_PUBLIC})
             if requester else None, "lineage": t.lineage, "canary": t.canary,
-            **{k: code_cols[k] for k in ("instance_id", *swe.GRADER)}})
+            **{k: code_cols[k] for k in ("instance_id", *swe.GRADER)},
+            **{k: measured[t.task_id].get(k, UNMEASURED[k]) for k in _PROBE_NAMES}})
         if t.task_id in swe_rows:
             instances.append({"task_id": t.task_id, "split": t.split,
                               **{k: code_cols[k] for k in SWEBENCH_COLUMNS.names if k not in ("task_id", "split")}})
@@ -293,14 +304,15 @@ def _stage(tasks: list[Task], world_root: Path, out_root: Path, dataset: str, ve
         counts=counts, easy=easy, funnel=funnel,
         stats=stats, provenance=provenance or [], license=license, canary=next((t.canary for t in tasks if t.canary),
                                                                                 ""),
-        swebench=bool(instances), withheld=withheld), encoding="utf-8")
+        swebench=bool(instances), withheld=withheld, resistance=resistance), encoding="utf-8")
     files_sha = {str(p.relative_to(stage)): sha256_file(p) for p in sorted(stage.rglob("*")) if p.is_file()}
     manifest = {"dataset": dataset, "version": version, "pipeline_version": PIPELINE_VERSION,
                 "counts": funnel, "tasks": len(tasks), "license": license,
                 "families": _count(t.family for t in tasks), "splits": _count(t.split for t in tasks),
                 "easy": sum(easy.values()),
                 "difficulty": _count(str(measured[t.task_id]["difficulty"]) for t in tasks),
-                "grader": stats, "provenance": [p.__dict__ for p in provenance or []], "withheld": withheld,
+                "grader": stats, "hack_resistance": resistance, "provenance": [p.__dict__ for p in provenance or []],
+                "withheld": withheld,
                 "layout": {"tasks": "tasks/<family>/<split>.parquet (easy tasks: tasks/easy/<split>.parquet)",
                            "grading": "grading/<split>.parquet", "trajectories": "trajectories/<split>.parquet",
                            **({"swebench": "swebench/<split>.parquet"} if instances else {})},

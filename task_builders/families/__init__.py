@@ -197,6 +197,7 @@ def seal(ctx: BuildContext, family: Family, drafts: list[Draft]) -> Iterator[Tas
     catalogue(ctx, family, drafts)
     add_alternatives(ctx, family, drafts)
     branches: dict[str, Branches] = {}
+    sealed: list[tuple[Draft, dict, WorldView | None, Context]] = []
     for d in drafts:
         git_world, problems = {}, []
         for repo, head in d.repos.items():
@@ -251,6 +252,9 @@ def seal(ctx: BuildContext, family: Family, drafts: list[Draft]) -> Iterator[Tas
             continue
         d.meta["graded_by"] = oracle.mode if not oracle.not_run else f"{oracle.mode}; {oracle.not_run} judge " \
                                                                      "checks not run (no model configured)"
+        sealed.append((d, git_world, world_view, context))
+    yield from settle(ctx, family, sealed)
+    for d, git_world, world_view, context in sealed:
         if context.judge is not None and any(c.kind == "judge" for c in d.rubric.checks):
             from graders.communication import judge_agreement
 
@@ -258,6 +262,34 @@ def seal(ctx: BuildContext, family: Family, drafts: list[Draft]) -> Iterator[Tas
             runs.update({f"probe:{p.name}": replay_log(world_view, d, p.calls) for p in d.probes if p.command is None})
             d.meta["judge_agreement"] = judge_agreement(d.rubric, runs, world_view, ctx.llm)
         yield _task(ctx, family, d, git_world)
+
+
+def settle(ctx: BuildContext, family: Family, kept: list) -> Iterator[Rejection]:
+    """Probes that depend on the family's whole set of tasks (a constant answer: the commonest values of the tasks'
+    references, task_builders.probes.constants) drawn again from the drafts still kept, and graded again, until none
+    passes: a lab trains on the published set, so its best constant is that set's, and dropping the tasks one
+    constant solved can make another constant the commonest. Removes from `kept` (in place) and yields a rejection
+    for every draft such a probe passes."""
+    from task_builders.probes import redraw_constants
+
+    while kept:
+        changed = redraw_constants(ctx, family, [k[0] for k in kept])
+        failing = []
+        for k in kept:
+            d, _, world_view, context = k
+            for p in d.probes:
+                if p.name in changed.get(id(d), ()):
+                    p.score = grade(d.rubric, replay_log(world_view, d, p.calls), _probe_context(context, d)).score
+            passing = [(p.name, p.score) for p in d.probes if p.name in changed.get(id(d), ())
+                       and (p.score is None or p.score >= p.max_score)]
+            if passing:
+                failing.append((k, passing))
+        if not failing:
+            return
+        for k, passing in failing:
+            kept.remove(k)
+            yield family.reject(ctx, k[0].item, "a probe passes the rubric",
+                                "; ".join(f"{n} scored {s} (the constants of the tasks kept)" for n, s in passing))
 
 
 def _words(text: str) -> list[str]:
