@@ -401,7 +401,7 @@ def _cpu() -> float:
 def _bench(workdir: Path, scale: int, memory: bool, workers: tuple[int, ...]) -> int:
     from bench.ingest import _write
     from extractors import detect
-    from task_builders.config import load_config
+    from core.config import load_config
     from privacy.ner import load_ner, ner_status
     from warehouse.schemas import Event
 
@@ -569,7 +569,7 @@ def memory_child(ds_dir: str) -> dict:
     from extractors import detect
     from privacy import identity
     from privacy.anonymize import Anonymizer, discover, message_ids
-    from task_builders.config import load_config
+    from core.config import load_config
     from privacy.ner import load_ner
     from warehouse.schemas import Event
 

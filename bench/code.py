@@ -68,7 +68,7 @@ def _bench(work: Path, scale: int, exports: str | None, dataset: str | None, lim
     from environments import codeenv
     from environments.docker_cli import docker, image_id
     from environments.sandbox import get_sandbox
-    from task_builders.config import DatasetConfig, load_config
+    from core.config import DatasetConfig, load_config
     from taskmine import flow
     from warehouse.store import Store
 

@@ -46,7 +46,7 @@ KINDS = {("jira", "issue_created"), ("jira", "comment"), ("email", "email"), ("s
 
 def load_texts(ds_dir: Path, home: Path) -> list[str]:
     """The texts of the sample's issues, comments, mails and Slack messages, after the anonymize stage."""
-    from task_builders.config import DatasetConfig
+    from core.config import DatasetConfig
     from taskmine import flow
     from warehouse.store import Store
 

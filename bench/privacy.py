@@ -77,7 +77,7 @@ def real_root(path: str | None = None, command: str = "bench privacy") -> Path:
 def _prepare(home: Path, root: Path, name: str, ner_model: str = "en_core_web_sm"):
     """Ingest, identities and anonymize of one real export, as the pipeline runs them: (store, dataset, anonymizer).
     A folder holding only git bundles is cloned first (its SOURCES.md tells users to `git clone` it)."""
-    from task_builders.config import DatasetConfig
+    from core.config import DatasetConfig
     from taskmine import flow
     from warehouse.store import Store
 
@@ -201,7 +201,7 @@ def corporate_sets(home: Path, ner, show: bool = False) -> dict:
     """The invented corporate-mail sets (`bench.corporate`), each ingested and anonymized as its own dataset
     (identity graph from its headers, NER on), scored like the real sets."""
     from bench import corporate
-    from task_builders.config import DatasetConfig
+    from core.config import DatasetConfig
     from taskmine import flow
     from warehouse.store import Store
 

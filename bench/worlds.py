@@ -61,7 +61,7 @@ def _copy_at(repo: Path, commit: str, dest: Path) -> None:
 
 
 def _prepare(home: Path, dataset: str, export: Path, with_tasks: bool) -> dict:
-    from task_builders.config import DatasetConfig
+    from core.config import DatasetConfig
     from taskmine import flow
     from warehouse.store import Store
 

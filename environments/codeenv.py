@@ -42,13 +42,11 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from core.config import IMAGE_PYTHON  # the base image's interpreter: a dataset's code_python is checked against it
 from environments.docker_cli import SandboxError, docker, image_id
 from environments.images import _locked, _normalized, _walk
 from warehouse.ids import content_hash
 
-# The interpreter of the sandbox's base image (Debian bookworm's python3). Another version needs another
-# base image: `code_python` in taskmine.toml is checked against this.
-IMAGE_PYTHON = "3.11"
 SITE_DIR = f"/usr/local/lib/python{IMAGE_PYTHON}/dist-packages"   # first on Debian's sys.path
 RUNNER_DIR = "/usr/lib/python3/dist-packages"                      # after it: a project's own pytest wins
 NODE_DIR = "/opt/taskmine/node"                                     # node_modules of a Node project

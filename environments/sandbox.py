@@ -750,9 +750,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _register() -> None:
-    """The built-in sandbox backends (kind "sandbox" of taskmine.registry); third parties add theirs, e.g. a
+    """The built-in sandbox backends (kind "sandbox" of core.registry); third parties add theirs, e.g. a
     Kubernetes backend, through the `taskmine.sandboxes` entry point group."""
-    from taskmine.registry import registry
+    from core.registry import registry
 
     reg = registry("sandbox")
     reg.add("docker", DockerSandbox, "builtin:environments.sandbox")
@@ -771,7 +771,7 @@ def get_sandbox(kind: str = "auto", home: Path | None = None) -> Sandbox:
     """The sandbox for `kind`: "docker", "local", "auto" (docker if a daemon answers within ~2 s), or any
     registered backend (`taskmine sandboxes list`). `home` labels the images a Docker sandbox builds, so that
     home's runs can prune them."""
-    from taskmine.registry import registry
+    from core.registry import registry
 
     if kind == "local":
         return LocalSandbox()

@@ -141,12 +141,12 @@ def parse_iso_ts(value) -> dt.datetime | None:
 
 
 # --- registry ---------------------------------------------------------------------------------------
-# One registry for every plug-in kind (taskmine/registry.py); extractors are its "extractor" kind, whose
+# One registry for every plug-in kind (core/registry.py); extractors are its "extractor" kind, whose
 # entry point group is `taskmine.extractors`.
 
 
 def _registry():
-    from taskmine.registry import registry as _r
+    from core.registry import registry as _r
 
     return _r("extractor")
 

@@ -5,7 +5,7 @@ Writes three things and wires one line:
   line: {"id", "ts", "author", "text"}) to edit into the real format;
 - `tests/extractors/fixtures/<name>/sample.<name>.jsonl`: a fixture written by us;
 - `tests/extractors/test_<name>_extractor.py`: the contract test (the kit) plus a fixture test;
-- the module's name in the extractor kind's built-ins in `taskmine/registry.py` (above the `# scaffold:` marker).
+- the module's name in the extractor kind's built-ins in `core/registry.py` (above the `# scaffold:` marker).
 Nothing is overwritten: an existing file is an error naming it.
 """
 
@@ -143,7 +143,7 @@ def scaffold(name: str, repo: Path) -> list[Path]:
         repo / "tests" / "extractors" / f"test_{name}_extractor.py": TEST.format(name=name, cls=cls),
         repo / "tests" / "extractors" / "fixtures" / name / f"sample.{name}.jsonl": FIXTURE,
     }
-    base = repo / "taskmine" / "registry.py"
+    base = repo / "core" / "registry.py"
     text = base.read_text()
     if MARKER not in text:
         raise ScaffoldError(f"{base} has no '# scaffold:' marker in the extractor built-ins; add the module by hand")

@@ -433,7 +433,7 @@ def judge_agreement(rubric, runs: dict[str, list], view, llm, n: int = 3) -> dic
     "majority": bool | None, "agreement": share agreeing with the majority}}}. Stored with the task and
     published, so a lab sees how stable each judged criterion is."""
     from graders.rubric import CheckNotRun, CheckSpec, Rubric
-    from taskmine.registry import registry
+    from core.registry import registry
 
     rubric = rubric if isinstance(rubric, Rubric) else Rubric.model_validate(rubric)
     specs: list[CheckSpec] = [c for c in rubric.checks if c.kind == "judge"]

@@ -2,7 +2,7 @@
 
 Invariants:
 - A rubric is data (JSON): `{"version": 2, "checks": [{"id", "check", "kind", "weight", "criterion", "args"}]}`;
-  a check is found by its registered name (taskmine.registry, kind "check"), never pickled code. Its
+  a check is found by its registered name (core.registry, kind "check"), never pickled code. Its
   arguments are validated against the check's declared model when the rubric is built, so a bad rubric
   never exists.
 - A check reads the episode's typed action log (`environments.actions.Logged`) and returns a score in [0, 1]
@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from taskmine.registry import registry
+from core.registry import registry
 
 CheckFn = Callable[..., "CheckResult"]
 

@@ -54,7 +54,7 @@ class LLMConfig(BaseModel):
     def cache_path(self) -> Path:
         if self.cache_dir:
             return Path(self.cache_dir).expanduser().resolve()
-        from taskmine.paths import home
+        from core.paths import home
 
         return home() / "cache" / "llm"
 

@@ -50,14 +50,14 @@ def _env(args, *, dagster: bool = False) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
-    from taskmine.paths import contain_caches, dagster_home
+    from core.paths import contain_caches, dagster_home
 
     contain_caches()
     os.environ["DAGSTER_HOME"] = str(dagster_home(create=dagster))
 
 
 def _exports(args) -> Path:
-    from taskmine.paths import default_exports
+    from core.paths import default_exports
 
     if args.exports:
         path = Path(args.exports).expanduser().resolve()
@@ -89,7 +89,7 @@ def cmd_run(args) -> int:
     missing = [n for n in names if not (exports / n).is_dir()]
     if missing:
         raise UserError(f"--dataset {missing[0]}: no folder {exports / missing[0]}")
-    from task_builders.config import load_config
+    from core.config import load_config
 
     for n in names:
         load_config(exports / n)  # a bad taskmine.toml is one line now, not a failed run later
@@ -161,7 +161,7 @@ def cmd_difficulty(args) -> int:
     """Per family difficulty and grader error of datasets in the warehouse (what the manifest and card publish)."""
     _env(args)
     from graders.difficulty import markdown
-    from task_builders.config import load_config
+    from core.config import load_config
     from taskmine import flow
     from warehouse.store import Store
 
@@ -252,7 +252,7 @@ def cmd_plugins(args) -> int:
     """`taskmine families|checks|sandboxes list`: the registered plug-ins of one kind, where each comes from,
     and the arguments it takes."""
     _env(args)
-    from taskmine.registry import registry
+    from core.registry import registry
 
     kind = {"families": "family", "checks": "check", "sandboxes": "sandbox"}[args.command]
     rows = []
@@ -288,7 +288,7 @@ def cmd_serve(args) -> int:
     except (DatasetError, FileNotFoundError) as exc:
         raise UserError(str(exc)) from None
     from llm import LLM
-    from taskmine.paths import home
+    from core.paths import home
 
     if args.openenv:
         from taskmine import openenv_server
@@ -341,7 +341,7 @@ def cmd_serve(args) -> int:
 def cmd_export(args) -> int:
     """`taskmine export harbor`: a published dataset's tasks as Harbor task folders (taskmine.harbor)."""
     _env(args)
-    from taskmine.paths import home
+    from core.paths import home
 
     if not (args.published or args.dataset):
         raise UserError("export: give --dataset NAME (published under TASKMINE_HOME) or --published DIR")

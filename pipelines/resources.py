@@ -12,7 +12,7 @@ from pathlib import Path
 from dagster import ConfigurableResource, EnvVar, InitResourceContext
 from pydantic import PrivateAttr
 
-from taskmine.paths import default_exports
+from core.paths import default_exports
 
 
 class WarehouseResource(ConfigurableResource):
@@ -21,7 +21,7 @@ class WarehouseResource(ConfigurableResource):
     home: str = ""
 
     def store(self):
-        from taskmine.paths import contain_caches
+        from core.paths import contain_caches
         from warehouse.store import Store
 
         store = Store(self.home or None)

@@ -43,7 +43,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from extractors.email.text import thread_subject
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from task_builders.signals import (
     DIGEST,
     REPLY_SUBJECT,

@@ -26,7 +26,7 @@ from graders import replay
 from privacy import identity
 from privacy.anonymize import Anonymizer, Vault, message_ids
 from task_builders import gitrewrite, mining
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from task_builders.families import BuildContext, families
 from warehouse import publish as publishing
 from warehouse.ids import content_hash
@@ -82,7 +82,7 @@ def run_config(store: Store, dataset: str, dataset_dir: Path | None, run_id: str
     kept in state/configs/<dataset>.json under the run id; every later stage of that run (each Dagster step may
     be its own process) gets the same snapshot, so an edit of taskmine.toml during a run never changes half of
     it. Without a run id (scripts, tests) the file is read."""
-    from task_builders.config import load_config
+    from core.config import load_config
 
     snap = store.home / "state" / "configs" / f"{dataset}.json"
     if run_id and snap.exists():
@@ -213,7 +213,7 @@ def anonymize(store: Store, dataset: str, dataset_dir: Path, config: DatasetConf
     still refuses afterwards (`withhold_events`, and the rewrite's blobs, paths and messages), so the rest goes
     on (DESIGN.md, Convention 19)."""
     from privacy.withhold import Check
-    from task_builders.config import load_config
+    from core.config import load_config
 
     config = config or load_config(dataset_dir)
     status = find_entities(store, dataset, config)

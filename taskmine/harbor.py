@@ -95,7 +95,7 @@ PYTHONPATH={RUNTIME}/site:{RUNTIME}/src PYTHONDONTWRITEBYTECODE=1 python3 -m tas
 def _runtime_files() -> dict[str, Path]:
     """Relative path in the runtime (site/..., src/...) -> file of this environment: every module the box imports,
     whole packages (and their .libs and .dist-info folders) of the libraries."""
-    code = ("import importlib, json, sys; from taskmine.registry import registry\n"
+    code = ("import importlib, json, sys; from core.registry import registry\n"
             f"[importlib.import_module(m) for m in {list(BOX_IMPORTS)!r}]\n"
             "registry('check').all()\n"
             "print(json.dumps(sorted({getattr(m, '__file__', None) or '' for m in list(sys.modules.values())})))")

@@ -205,7 +205,7 @@ def test_check_does_not_fail_its_own_rows_about_whole_inputs(tmp_path, sample_co
 
 
 def test_caches_follow_the_current_home_but_keep_a_users_choice(tmp_path, monkeypatch):
-    from taskmine.paths import CACHE_VARS, contain_caches
+    from core.paths import CACHE_VARS, contain_caches
 
     for var, _ in CACHE_VARS:
         monkeypatch.delenv(var, raising=False)

@@ -3,7 +3,7 @@ items, tasks, validation and publishing still run and give the same results."""
 
 import shutil
 
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from taskmine import flow
 from warehouse.store import Store
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from taskmine import flow
 from warehouse.store import Store
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from privacy.audit import audit
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from taskmine import flow
 from warehouse.store import Store
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 from pydantic import BaseModel
 
-from taskmine.registry import KINDS, Registry, registry
+from core.registry import KINDS, Registry, registry
 
 
 def test_every_kind_lists_its_builtins():
@@ -62,7 +62,7 @@ def test_a_package_outside_the_repo_adds_a_family_and_a_check(tmp_path):
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-plugins\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[taskmine.families]\nhelpdesk = acme_plugins:Tickets\n\n"
                                            "[taskmine.checks]\nalways = acme_plugins:always\n")
-    code = ("from taskmine.registry import registry\n"
+    code = ("from core.registry import registry\n"
             "f, c = registry('family').get('helpdesk'), registry('check').get('always')\n"
             "print(f.origin, f.obj.kinds, c.origin, c.args.__name__)\n")
     env = {"PYTHONPATH": f"{tmp_path / 'site'}:{':'.join(sys.path)}", "PATH": "/usr/bin:/bin"}

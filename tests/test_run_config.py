@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from task_builders.config import ConfigError
+from core.config import ConfigError
 from taskmine import flow
 from warehouse.store import Store
 

@@ -21,7 +21,7 @@ import pytest
 
 from privacy import audit
 from privacy.anonymize import Anonymizer
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from task_builders.families import WITHHELD_FIX, WITHHELD_RECORD
 from task_builders.mining import SKIP_WITHHELD
 from taskmine import flow

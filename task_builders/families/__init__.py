@@ -17,7 +17,7 @@ Invariants:
   generic reply, ...), each as tool calls or a shell command, with the score it must stay under. `seal`
   grades the tool-call probes in process (a probe that passes rejects the draft); validation replays every
   probe in the sandbox (graders.replay).
-- Families are plug-ins (taskmine.registry, kind "family"; entry point group `taskmine.families`; see
+- Families are plug-ins (core.registry, kind "family"; entry point group `taskmine.families`; see
   `taskmine families list`).
 """
 
@@ -37,8 +37,8 @@ from environments.tools import Persona, ToolServer
 from environments.world import World, WorldView
 from graders.rubric import Context, Rubric, grade
 from task_builders.cluster.splits import canary
-from task_builders.config import DatasetConfig
-from taskmine.registry import registry
+from core.config import DatasetConfig
+from core.registry import registry
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Rejection, Task, WorkItem
 
@@ -133,7 +133,7 @@ class Family(ABC):
 
 
 def register_family(name: str):
-    """Class decorator: a Family subclass under `name` (kind "family" of taskmine.registry)."""
+    """Class decorator: a Family subclass under `name` (kind "family" of core.registry)."""
 
     def wrap(cls: type[Family]) -> type[Family]:
         if not (isinstance(cls, type) and issubclass(cls, Family)):

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from bench import corporate
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from taskmine import flow
 from warehouse.store import Store
 

@@ -9,7 +9,7 @@ import pytest
 
 from environments import codeenv
 from environments.codeenv import EnvSpec, detect
-from task_builders.config import ConfigError, DatasetConfig, load_config
+from core.config import ConfigError, DatasetConfig, load_config
 
 
 def repo(files: dict[str, str]):

@@ -100,7 +100,7 @@ def test_git_extractor_refuses_the_commit_metadata_files():
 def test_real_exports_without_changelog_give_resolution_items(tmp_path, folder, evidence, at_least):
     """Both exports have no changelog entry for their resolutions: every issue used to be 'not resolved'."""
     from taskmine import flow
-    from task_builders.config import DatasetConfig
+    from core.config import DatasetConfig
     from warehouse.store import Store
 
     store, config = Store(tmp_path / "home"), DatasetConfig(ner_model="")

@@ -19,13 +19,13 @@ def _env(path: Path) -> dict:
 
 def test_scaffolded_connector_passes_its_contract_out_of_the_box(tmp_path):
     shutil.copytree(REPO / "extractors", tmp_path / "extractors", ignore=shutil.ignore_patterns("__pycache__"))
-    (tmp_path / "taskmine").mkdir()
-    shutil.copy(REPO / "taskmine" / "registry.py", tmp_path / "taskmine" / "registry.py")
-    (tmp_path / "taskmine" / "__init__.py").write_text("")
+    (tmp_path / "core").mkdir()
+    shutil.copy(REPO / "core" / "registry.py", tmp_path / "core" / "registry.py")
+    (tmp_path / "core" / "__init__.py").write_text("")
     written = scaffold("helpdesk_csv", tmp_path)
     assert {p.name for p in written} == {"helpdesk_csv.py", "test_helpdesk_csv_extractor.py",
                                          "sample.helpdesk_csv.jsonl", "registry.py"}
-    assert '"extractors.helpdesk_csv",' in (tmp_path / "taskmine" / "registry.py").read_text()
+    assert '"extractors.helpdesk_csv",' in (tmp_path / "core" / "registry.py").read_text()
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
                         str(tmp_path / "tests" / "extractors" / "test_helpdesk_csv_extractor.py")],
                        capture_output=True, text=True, env=_env(tmp_path), cwd=tmp_path, timeout=300)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from graders import replay
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from taskmine import flow
 from warehouse.store import Store
 

@@ -12,7 +12,7 @@ import pytest
 
 from environments.sandbox import LocalSandbox
 from graders import difficulty
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from taskmine import flow
 from warehouse.loader import load_dataset
 from warehouse.schemas import Validation

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from graders.review import VerdictError, agreement, read_verdicts, sample, wilson, write_sheet
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from taskmine import flow
 from warehouse.store import Store
 

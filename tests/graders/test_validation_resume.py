@@ -10,7 +10,7 @@ import pytest
 
 from environments.sandbox import LocalSandbox
 from taskmine import flow
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from warehouse.store import Store
 
 DIES_AT_TASK = """

@@ -19,7 +19,7 @@ from pipelines.automation import daily_changed_datasets
 from pipelines.definitions import defs
 from pipelines.errors import ERROR_TAG
 from taskmine import flow
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from warehouse.store import Store
 
 GATES = {"quarantine_rate", "anonymized_leaks", "oracle_and_null", "splits_leakage_safe", "leak_audit"}
@@ -164,7 +164,7 @@ def test_the_daily_schedule_runs_by_default_and_says_so():
 
 
 def test_the_instance_has_no_community_modal_and_keeps_user_settings(tmp_path, monkeypatch):
-    from taskmine.paths import dagster_home
+    from core.paths import dagster_home
 
     monkeypatch.setenv("TASKMINE_HOME", str(tmp_path / "fresh"))
     d = dagster_home()

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from taskmine import flow
 from warehouse.store import Store
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from task_builders import gitrewrite
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from task_builders.families import UNREADABLE_FIX
 from taskmine import flow
 from warehouse.store import Store

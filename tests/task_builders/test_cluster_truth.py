@@ -12,7 +12,7 @@ import pytest
 from sklearn.metrics import adjusted_rand_score
 
 from sample.company import write_sample
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from taskmine import flow
 from warehouse.store import Store
 

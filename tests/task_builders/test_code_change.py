@@ -15,7 +15,7 @@ import pytest
 from environments.episode import Episode
 from environments.gitworld import pack_view, verify_view
 from graders import replay, verifier
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from taskmine import flow
 from warehouse.store import Store
 

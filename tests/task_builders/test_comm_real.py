@@ -15,7 +15,7 @@ from environments.tools import Persona, ToolServer
 from environments.world import World
 from graders.rubric import Context, grade
 from task_builders import facts as F
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from taskmine import flow
 from warehouse.store import Store
 

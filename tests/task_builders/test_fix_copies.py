@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 from task_builders import gitrewrite
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from taskmine import flow
 from warehouse.store import Store
 

@@ -6,7 +6,7 @@ from itertools import combinations
 
 import pytest
 
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from taskmine import flow
 from warehouse.ids import event_id
 from warehouse.store import Store

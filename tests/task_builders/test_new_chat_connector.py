@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from extractors.base import Extractor, registry, register_extractor
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from taskmine import flow
-from taskmine.registry import registry as plugins
+from core.registry import registry as plugins
 from warehouse.store import Store
 
 T0 = dt.datetime(2024, 3, 4, 9, 0, tzinfo=dt.UTC)

@@ -16,7 +16,7 @@ from environments.tools import Persona, ToolServer
 from environments.world import World
 from graders.rubric import CheckSpec, Context, Rubric, grade
 from task_builders import probes as P
-from task_builders.config import DatasetConfig, load_config
+from core.config import DatasetConfig, load_config
 from task_builders.families import BuildContext, families, seal
 from taskmine import flow
 from warehouse.schemas import Rejection, Task

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from privacy.anonymize import Vault, VaultError
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from taskmine import flow
 from warehouse.store import Store
 

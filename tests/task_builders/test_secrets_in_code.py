@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from privacy import audit
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from taskmine import flow
 from warehouse.store import Store
 

@@ -2,7 +2,7 @@
 
 import datetime as dt
 
-from task_builders.config import DatasetConfig
+from core.config import DatasetConfig
 from task_builders.mining import build_work_items, funnel_by_source
 from warehouse.ids import event_id
 from warehouse.schemas import Event

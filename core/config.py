@@ -58,12 +58,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from core.registry import registry
+
 CONFIG_NAME = "taskmine.toml"
+# The interpreter of the sandbox's base image (Debian bookworm's python3). Another version needs another
+# base image: `code_python` is checked against this (environments.codeenv builds with it).
+IMAGE_PYTHON = "3.11"
 
 
 def known_families() -> tuple[str, ...]:
-    from taskmine.registry import registry
-
     return tuple(registry("family").all())
 
 
@@ -116,8 +119,6 @@ class DatasetConfig(BaseModel):
     @field_validator("code_python")
     @classmethod
     def _python(cls, v: str) -> str:
-        from environments.codeenv import IMAGE_PYTHON
-
         if v and v != IMAGE_PYTHON:
             raise ValueError(f"code_python {v!r}: the sandbox image has Python {IMAGE_PYTHON} only (Debian "
                              f"bookworm); set \"{IMAGE_PYTHON}\" or remove the key")
