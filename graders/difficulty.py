@@ -82,7 +82,7 @@ class Difficulty:
         return min(n for s, n in scored if s == score), score
 
     def columns(self) -> dict:
-        """The published columns of the task (warehouse.publish): what the agent view carries, and the probes'
+        """The published columns of the task (publishing.publish): what the agent view carries, and the probes'
         scores, which only the grader view does (GRADER_COLUMNS: a policy must not read the grader's weak spots)."""
         import json
 

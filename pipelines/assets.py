@@ -173,7 +173,7 @@ def difficulty_metadata(report: dict) -> dict:
     hack-resistance table (every attack class: tasks tried, tasks it passed, best score on published tasks)."""
     import base64
 
-    from warehouse.card import narrow_tables
+    from publishing.card import narrow_tables
 
     if not report.get("difficulty_table"):
         return {}

@@ -10,8 +10,15 @@ import warnings
 import pyarrow.parquet as pq
 from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, PreviewWarning, asset_check
 
-from pipelines.assets import (anonymized_events, clusters, datasets, published_dataset, raw_events, validations,
-                              work_items)
+from pipelines.assets import (
+    anonymized_events,
+    clusters,
+    datasets,
+    published_dataset,
+    raw_events,
+    validations,
+    work_items,
+)
 from pipelines.errors import tag_run
 from pipelines.resources import ExportsResource, WarehouseResource
 
@@ -107,8 +114,8 @@ def oracle_and_null(context: AssetCheckExecutionContext, warehouse: WarehouseRes
                          "in the published files, and every file as its manifest says.")
 def leak_audit(context: AssetCheckExecutionContext, warehouse: WarehouseResource) -> AssetCheckResult:
     from privacy import audit
+    from publishing.loader import resolve
     from taskmine import flow
-    from warehouse.loader import resolve
 
     store, ds = warehouse.store(), context.partition_key
     root = resolve(store.published_root() / ds)

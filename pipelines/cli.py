@@ -160,8 +160,8 @@ def cmd_replay(args) -> int:
 def cmd_difficulty(args) -> int:
     """Per family difficulty and grader error of datasets in the warehouse (what the manifest and card publish)."""
     _env(args)
-    from graders.difficulty import markdown
     from core.config import load_config
+    from graders.difficulty import markdown
     from taskmine import flow
     from warehouse.store import Store
 
@@ -188,9 +188,9 @@ def cmd_difficulty(args) -> int:
 
 def cmd_audit(args) -> int:
     _env(args)
-    from taskmine import flow
     from privacy import audit
-    from warehouse.loader import DatasetError, resolve
+    from publishing.loader import DatasetError, resolve
+    from taskmine import flow
     from warehouse.store import Store
 
     store = Store()
@@ -281,14 +281,14 @@ def cmd_serve(args) -> int:
     import anyio
 
     _env(args)
-    from warehouse.loader import DatasetError, load_dataset
+    from publishing.loader import DatasetError, load_dataset
 
     try:
         ds = load_dataset(args.published)
     except (DatasetError, FileNotFoundError) as exc:
         raise UserError(str(exc)) from None
-    from llm import LLM
     from core.paths import home
+    from llm import LLM
 
     if args.openenv:
         from taskmine import openenv_server
@@ -349,8 +349,8 @@ def cmd_export(args) -> int:
     if not published.exists():
         raise UserError(f"no published dataset at {published}; run `taskmine run` first, or give --published DIR")
     from environments.docker_cli import SandboxError
+    from publishing.loader import DatasetError
     from taskmine import harbor
-    from warehouse.loader import DatasetError
 
     started = time.monotonic()
     try:

@@ -18,17 +18,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.config import DatasetConfig
+from environments.gitworld import optimize
 from extractors import detect
 from extractors.git import GitError
 from extractors.git import repository as git_repository
-from environments.gitworld import optimize
 from graders import replay
 from privacy import identity
 from privacy.anonymize import Anonymizer, Vault, message_ids
+from publishing import publish as publishing
 from task_builders import gitrewrite, mining
-from core.config import DatasetConfig
 from task_builders.families import BuildContext, families
-from warehouse import publish as publishing
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Quarantine, Rejection, Task, Validation, Withheld
 from warehouse.store import Store
@@ -212,8 +212,8 @@ def anonymize(store: Store, dataset: str, dataset_dir: Path, config: DatasetConf
     """Pseudonymize every event and rewrite every git repository of the dataset; withhold what the leak audit
     still refuses afterwards (`withhold_events`, and the rewrite's blobs, paths and messages), so the rest goes
     on (DESIGN.md, Convention 19)."""
-    from privacy.withhold import Check
     from core.config import load_config
+    from privacy.withhold import Check
 
     config = config or load_config(dataset_dir)
     status = find_entities(store, dataset, config)

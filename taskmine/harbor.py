@@ -282,8 +282,8 @@ def export_task(ds, task_id: str, out: Path, *, sandbox, worlds: Path, labels: d
     """Write one task's folder under `out` (see the module docstring)."""
     from environments.world import cut_documents, import_documents
     from graders import replay, verifier
-    from taskmine.serving import has_repositories, published_difficulty, published_task
     from task_builders.families import served_tools
+    from taskmine.serving import has_repositories, published_difficulty, published_task
 
     task = published_task(ds, task_id)
     spec = verifier.spec_of(task)
@@ -348,8 +348,8 @@ def export(published: Path | str, out: Path | str, *, tasks: list[str] | None = 
            progress=lambda _m: None) -> list[Exported]:
     """Every task of a published dataset (or `tasks`) as a Harbor task folder under `out`."""
     from environments.sandbox import DockerSandbox, home_label
+    from publishing.loader import load_dataset
     from taskmine.serving import task_ids, world_root
-    from warehouse.loader import load_dataset
 
     ds = load_dataset(published)
     labels = {"taskmine.home": home_label(home)} if home else {}

@@ -72,7 +72,7 @@ class TaskEnvironment(Environment[ToolCall, TaskObservation, TaskState]):
     def __init__(self, published, sandbox: str = "auto", home: Path | None = None, llm=None):
         """`published`: a loaded dataset (shared by the sessions: read only) or its folder."""
         super().__init__()
-        from warehouse.loader import load_dataset
+        from publishing.loader import load_dataset
 
         self.ds = load_dataset(published) if isinstance(published, (str, Path)) else published
         self.sandbox, self.home, self.llm = sandbox, home, llm
@@ -141,7 +141,7 @@ def app(published: Path | str, *, sandbox: str = "auto", home: Path | None = Non
     """The FastAPI app of OpenEnv's server for a published dataset (one TaskEnvironment per WebSocket session)."""
     from openenv.core.env_server.http_server import create_fastapi_app
 
-    from warehouse.loader import load_dataset
+    from publishing.loader import load_dataset
 
     ds = load_dataset(published)       # verified once (a bad folder fails now, in one line); sessions share it
     serving.world_root(ds)             # the world folder made once, before the first session

@@ -26,8 +26,8 @@ def find_task(store: Store, prefix: str, dataset: str | None = None) -> Task:
 
 def replay_task(prefix: str, agent: str, dataset: str | None = None, sandbox_kind: str = "auto",
                 timeout_s: float = 120.0) -> int:
-    from graders import replay
     from environments.sandbox import get_sandbox
+    from graders import replay
 
     store = Store()
     try:

@@ -7,7 +7,7 @@ task with repositories (code_change, commit_link), a sandbox session where they 
 `grade()` scores what was done with the task's own rubric; a code task's verifier phase runs first (the hidden
 tests, graders.verifier), after which the session is finished.
 
-Every read of the published files is here (`published_task`, `world_root`), through `warehouse.loader`; the
+Every read of the published files is here (`published_task`, `world_root`), through `publishing.loader`; the
 rest of the module sees `warehouse.schemas.Task`, the form graders and episodes already read.
 
 Invariants:
@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from warehouse.schemas import Task
-
 
 # --- reading the published files (the one place; see the module docstring) ---------------------------------
 
@@ -204,7 +203,7 @@ class TaskSession:
 @contextlib.contextmanager
 def session(published: Path | str, task_id: str, **kwargs):
     """`with session(DIR, ID) as s:` a TaskSession of a published dataset folder."""
-    from warehouse.loader import load_dataset
+    from publishing.loader import load_dataset
 
     with TaskSession(load_dataset(published), task_id, **kwargs) as s:
         yield s

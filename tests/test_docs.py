@@ -19,7 +19,7 @@ def test_readme_family_table_lists_every_registered_family():
 
 def test_no_document_tells_a_person_to_run_the_duckdb_cli():
     """No DuckDB CLI is installed (only the Python package): `duckdb -c ...` and `duckdb FILE` fail."""
-    from warehouse import card
+    from publishing import card
 
     texts = {p.name: p.read_text() for p in (ROOT / "README.md", ROOT / "CONTRIBUTING.md",
                                              ROOT / "docs" / "architecture.md")}
@@ -44,7 +44,7 @@ def test_bench_real_mail_names_its_own_command_when_the_exports_are_missing(tmp_
 def test_the_difficulty_table_is_split_into_tables_that_fit():
     """The per-family table (11 columns, rates with n and interval) was wider than the Dagster UI shows: split."""
     from graders import difficulty
-    from warehouse.card import MAX_TABLE_CHARS, narrow_tables
+    from publishing.card import MAX_TABLE_CHARS, narrow_tables
 
     rate = {"k": 16, "n": 128, "rate": 0.125}
     st = {f: {"tasks": 120, "valid": 100, "published": 90, "retired": 10, "flaky": 2,

@@ -7,7 +7,7 @@ import subprocess
 import duckdb
 import pytest
 
-from warehouse.loader import load_dataset
+from publishing.loader import load_dataset
 from warehouse.store import Store
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]

@@ -10,11 +10,11 @@ import shutil
 
 import pytest
 
+from core.config import DatasetConfig
 from environments.sandbox import LocalSandbox
 from graders import difficulty
-from core.config import DatasetConfig
+from publishing.loader import load_dataset
 from taskmine import flow
-from warehouse.loader import load_dataset
 from warehouse.schemas import Validation
 from warehouse.store import Store
 

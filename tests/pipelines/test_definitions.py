@@ -29,7 +29,7 @@ def test_library_packages_do_not_import_dagster():
     import subprocess
     import sys
 
-    code = ("import sys, extractors.base, extractors.detect, warehouse.store, warehouse.publish,"
+    code = ("import sys, extractors.base, extractors.detect, warehouse.store, publishing.publish,"
             "privacy.anonymize, task_builders.families, graders.replay, environments.sandbox, taskmine.flow;"
             "sys.exit(1 if 'dagster' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

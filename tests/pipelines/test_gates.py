@@ -14,12 +14,12 @@ import sys
 import pytest
 from dagster import DagsterInstance, DefaultScheduleStatus
 
+from core.config import DatasetConfig
 from pipelines.assets import datasets
 from pipelines.automation import daily_changed_datasets
 from pipelines.definitions import defs
 from pipelines.errors import ERROR_TAG
 from taskmine import flow
-from core.config import DatasetConfig
 from warehouse.store import Store
 
 GATES = {"quarantine_rate", "anonymized_leaks", "oracle_and_null", "splits_leakage_safe", "leak_audit"}

@@ -6,8 +6,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from privacy.audit import Rules, audit
-from warehouse.loader import DatasetError, load_dataset
-from warehouse.publish import LeakError, publish
+from publishing.loader import DatasetError, load_dataset
+from publishing.publish import LeakError, publish
 from warehouse.schemas import Event, Task, arrow_schema, duckdb_ddl
 from warehouse.store import Store
 

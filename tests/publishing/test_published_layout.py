@@ -16,9 +16,9 @@ import pytest
 
 from graders.rubric import CheckSpec, Rubric
 from privacy.audit import Rules
-from warehouse import publish as P
+from publishing import publish as P
+from publishing.loader import load_dataset
 from warehouse.ids import event_id
-from warehouse.loader import load_dataset
 from warehouse.schemas import Event, Task
 
 UTC = dt.UTC
@@ -282,10 +282,10 @@ def test_swebench_harness_runs_an_instance_in_docker(published, docker_sandbox, 
     the gold patch resolves the task, a patch that changes nothing the tests see does not."""
     pytest.importorskip("swebench")
     import docker
-
-    from environments.codeenv import prune_env_images
     from swebench.harness.run_evaluation import run_instance
     from swebench.harness.utils import make_test_spec
+
+    from environments.codeenv import prune_env_images
 
     ds = load_dataset(published["pub"].path)
     image = ds.swebench_image("t-code", sandbox=docker_sandbox, cache=tmp_path / "envs")

@@ -16,7 +16,7 @@ Splits are `train` and `test`; a split file exists only when a task falls in it 
 empty split), and the card's configs name only the files that exist.
 
 A task is a cutoff into the one world of its dataset (storage grows with the history, not with the number of
-tasks); `warehouse.loader` serves a task's world through the same tools the sandbox uses, which enforce the
+tasks); `publishing.loader` serves a task's world through the same tools the sandbox uses, which enforce the
 cutoff. The world files hold the whole history: an agent must reach them only through those tools.
 
 Invariants:
@@ -24,7 +24,7 @@ Invariants:
   version derived from the content (`<pipeline version>-<content hash>`).
 - Nothing is published unless the leak audit of the staged folder finds no known identity.
 - The agent view holds no answer: nothing of a task's reference, rubric, probes, hidden tests or events, or its
-  requester's script is in `tasks/` (tests/warehouse/test_published_layout.py checks every reference string).
+  requester's script is in `tasks/` (tests/publishing/test_published_layout.py checks every reference string).
 - Staged in a temp folder and renamed into place: a crash never leaves a half-written version.
 """
 
@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from privacy import audit
-from warehouse import card, swe
+from publishing import card, swe
 from warehouse.ids import canonical_json, content_hash, sha256_file
 from warehouse.schemas import Task
 
@@ -71,7 +71,7 @@ UNMEASURED = {"probe_scores": "{}", "probes_passed": 0, "best_probe": None, "bes
 _PROBE_NAMES = {name for name, _ in PROBE_COLUMNS}
 
 # The agent view (`tasks/`): what a policy may see. Nothing here is an answer: no reference, rubric, probe, hidden
-# test, test set, patch, hidden event id or requester script (tests/warehouse/test_published_layout.py greps it).
+# test, test set, patch, hidden event id or requester script (tests/publishing/test_published_layout.py greps it).
 TASK_COLUMNS = pa.schema([
     ("task_id", pa.string()), ("dataset", pa.string()), ("family", pa.string()), ("split", pa.string()),
     ("easy", pa.bool_()), ("prompt", pa.string()), ("cutoff", pa.timestamp("us", tz="UTC")),
@@ -332,7 +332,7 @@ def write_parquet(path: Path, schema: pa.Schema, rows: list[dict]) -> None:
 
 
 def _swe(tasks: list[Task], world_root: Path, dataset: str, remotes: dict[str, str | None]) -> dict[str, dict]:
-    """task id -> SWE-bench columns (warehouse.swe) of every code task; `environment_setup_commit` is the earliest
+    """task id -> SWE-bench columns (publishing.swe) of every code task; `environment_setup_commit` is the earliest
     base commit of its version."""
     from environments.world import World
 

@@ -1,6 +1,6 @@
 """The consumer side: load a published dataset in one call, verifying it against its manifest.
 
-    from warehouse.loader import load_dataset
+    from publishing.loader import load_dataset
     ds = load_dataset(".taskmine/published/acme")       # the LATEST version
     for task in ds.tasks(split="train"):                # the agent view: nothing in it is an answer
         tools = ds.tools(task["task_id"])               # the company's tools at the task's cutoff

@@ -18,7 +18,7 @@ Where the values come from:
   whose dependency declarations the environment was installed from);
 - `hints_text`: the ticket's comments as they stood at the cutoff (what `company jira show` returns), empty for
   a fix without a ticket;
-- `image`: `taskmine-swe:<hash>`, no registry holds it: `warehouse.loader.PublishedDataset.swebench_image` builds
+- `image`: `taskmine-swe:<hash>`, no registry holds it: `publishing.loader.PublishedDataset.swebench_image` builds
   it locally from the task's environment image and the published repository bundle.
 
 What SWE-bench's harness protects when it runs `eval_script`: the test files are reset and the test patch applied
