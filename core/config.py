@@ -35,7 +35,7 @@ Example:
     probe_max = 0.5             # a probe (task_builders.probes) must score under this, or the task is rejected
     probe_max_by = {"ticket_triage:as_filed" = 0.75}  # per "family:probe", "probe" or "family" (most specific
                                 #   wins; default {}: the family's own, code_change 0.01, else probe_max)
-    alternative_min = 0.99      # a valid alternative (graders.alternatives) scoring under this is a measured
+    alternative_min = 0.99      # a valid alternative (task_builders.alternatives) scoring under this is a measured
                                 #   grader false negative (recorded, never a reason to reject)
     baselines = true            # validations: run the retrieval baselines (graders.baselines) on valid tasks
     rollouts = 0                # validations: model-agent rollouts per valid task (only when a model is

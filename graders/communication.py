@@ -10,7 +10,7 @@ split over several writes (a clarifying question, then the answer) is read whole
 Invariants:
 - Doing nothing scores 0 on every check, forbidden-content checks included: there is nothing to vet, and a
   rubric must never reward an empty episode.
-- Facts are matched by `task_builders.facts.mentions`, the same matcher the builder used to decide which facts
+- Facts are matched by `graders.facts.mentions`, the same matcher the builder used to decide which facts
   the real reply states.
 - Judge checks never decide without a model: with no judge in the context the rubric records them as not
   run; an unusable verdict is a grader error; a model that does not answer is an infrastructure error; a
@@ -27,8 +27,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from environments import actions as A
+from graders.facts import PLACEHOLDER, Fact, extract, key_of, mentions
 from graders.rubric import CheckInfraError, CheckNotRun, CheckResult, Context, register_check
-from task_builders.facts import PLACEHOLDER, Fact, extract, mentions
 
 ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 PHONE = re.compile(r"(?<![\w+])\+?\d[\d ().-]{7,}\d(?![\w])")
@@ -261,10 +261,8 @@ MIN_OTHERS = 3     # values of a fact's kind the real reply does not name from w
 
 
 def candidates(text: str, kind: str, view=None) -> set[str]:
-    """The values of `kind` a text names (task_builders.prevalence.key_of): people by the world's names (a full
-    name, `@handle`, `[~handle]`, as the person's full name), every other kind by task_builders.facts."""
-    from task_builders.prevalence import key_of
-
+    """The values of `kind` a text names (graders.facts.key_of): people by the world's names (a full
+    name, `@handle`, `[~handle]`, as the person's full name), every other kind by graders.facts."""
     if kind != "person":
         return {key_of(f.kind, f.text) for f in extract(text, limit=10**6) if f.kind == kind}
     pattern = view.name_pattern() if view is not None and hasattr(view, "name_pattern") else None
@@ -280,8 +278,6 @@ def candidates(text: str, kind: str, view=None) -> set[str]:
 
 def others(text: str, kind: str, named: list[str], view=None) -> list[str]:
     """The values of `kind` the text names that none of `named` is (a path and its file name are one value)."""
-    from task_builders.prevalence import key_of
-
     allowed = {key_of(kind, n) for n in named}
 
     def known(c: str) -> bool:
@@ -432,8 +428,8 @@ def judge_agreement(rubric, runs: dict[str, list], view, llm, n: int = 3) -> dic
     run's action log (the oracle, the probes): {check id: {run: {"passes": k, "runs": m, "errors": e,
     "majority": bool | None, "agreement": share agreeing with the majority}}}. Stored with the task and
     published, so a lab sees how stable each judged criterion is."""
-    from graders.rubric import CheckNotRun, CheckSpec, Rubric
     from core.registry import registry
+    from graders.rubric import CheckNotRun, CheckSpec, Rubric
 
     rubric = rubric if isinstance(rubric, Rubric) else Rubric.model_validate(rubric)
     specs: list[CheckSpec] = [c for c in rubric.checks if c.kind == "judge"]

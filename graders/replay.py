@@ -61,7 +61,7 @@ def probe_commands(task: Task) -> list[tuple[str, str, float]]:
 
 def alternative_commands(task: Task) -> list[tuple[str, str, float]]:
     """(run kind `alt:<name>`, shell command, the score it should reach) of every valid alternative outcome
-    (graders.alternatives): run once each; one under its score is a measured grader false negative, recorded
+    (task_builders.alternatives): run once each; one under its score is a measured grader false negative, recorded
     and never a reason to reject the task (`judge` ignores these runs)."""
     return [(f"alt:{a['name']}", " && ".join(A.CALL.validate_python(c).cli() for c in a.get("calls") or [])
              or "true", float(a.get("min", ORACLE_MIN)))

@@ -845,9 +845,9 @@ def main() -> None:
 
     if cfg.get("thread_stack"):
         threading.stack_size(cfg["thread_stack"])
-    import pytest
     import _pytest.config
     import _pytest.python
+    import pytest
 
     for name in (*_pytest.config.default_plugins, "legacypath", "pytester"):
         try:
@@ -884,6 +884,7 @@ def main() -> None:
                id(unittest.case.TestCase._callTestMethod.__code__): 1,
                id(unittest.async_case.IsolatedAsyncioTestCase._callMaybeAsync.__code__): 1}
     import importlib._bootstrap
+
     import _pytest.assertion.rewrite
 
     exec_callers = {id(importlib._bootstrap._call_with_frames_removed.__code__): 1,

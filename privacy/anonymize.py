@@ -57,9 +57,23 @@ from typing import Any
 from privacy import pii, routing
 from privacy.fastscrub import SEP, TermMatcher, norm, term_pattern
 from privacy.identity import Person, fold, is_bot, persons
-from privacy.names import (LowerCounts, Vocabulary, accept_person, frequency_rank, full_forms,
-                           handle_forms, is_english, name_keys, name_parts, name_use, nicknames, ordinary_account,
-                           person_words, place_after, strong_cue)
+from privacy.names import (
+    LowerCounts,
+    Vocabulary,
+    accept_person,
+    frequency_rank,
+    full_forms,
+    handle_forms,
+    is_english,
+    name_keys,
+    name_parts,
+    name_use,
+    nicknames,
+    ordinary_account,
+    person_words,
+    place_after,
+    strong_cue,
+)
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Identity
 

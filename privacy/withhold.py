@@ -78,7 +78,7 @@ class Check:
         return self.text(data.decode("utf-8", "replace"), "binary" if binary else "text")
 
     def git(self, what: str, content: bytes | str) -> str | None:
-        """`task_builders.gitrewrite.Residue`: a blob, a path, or a commit's message."""
+        """`privacy.gitrewrite.Residue`: a blob, a path, or a commit's message."""
         if what == "blob":
             return self.blob(content if isinstance(content, bytes) else content.encode("utf-8"))
         text = content.decode("utf-8", "replace") if isinstance(content, bytes) else content

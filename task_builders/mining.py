@@ -42,8 +42,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from extractors.email.text import thread_subject
 from core.config import DatasetConfig
+from extractors.email.text import thread_subject
 from task_builders.signals import (
     DIGEST,
     REPLY_SUBJECT,

@@ -3,7 +3,7 @@ would guess without reading anything.
 
 A fact that most documents of the world name (`pom.xml` on a Maven list, the current version, the most active
 person) is no evidence that a reply answered anything: a constant answer or a list of the commonest values
-states it. `Prevalence` counts, for every value of every fact kind (task_builders.facts, and people), the
+states it. `Prevalence` counts, for every value of every fact kind (graders.facts, and people), the
 documents that name it, so that at any cutoff it tells a value's rank among the values of its kind, and which
 values of a kind are the commonest (what the listing probes of task_builders.probes name).
 
@@ -27,24 +27,14 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from task_builders import facts as F
+from graders import facts as F
+from graders.facts import key_of
 from task_builders.signals import new_text
 from warehouse.schemas import Event
 
 PERSON = "person"
 CONTENT_KINDS = ("issue_created", "pr_created", "comment", "email", "message", "thread_broadcast", "file_share",
                  "commit")
-
-
-def key_of(kind: str, text: str) -> str:
-    """The value a spelling counts under: case-folded; a URL without its scheme and trailing slash, a version
-    without its leading `v`."""
-    k = " ".join(text.casefold().split())
-    if kind == "url":
-        k = re.sub(r"^https?://", "", k).rstrip("/")
-    elif kind == "version":
-        k = k.lstrip("v")
-    return k
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """The probe catalogue: cheap or wrong outcomes generated for every draft of every family, and the valid
-alternative outcomes that must pass (graders.alternatives builds those).
+alternative outcomes that must pass (task_builders.alternatives builds those).
 
 A probe is an outcome a grader must not reward (a reward hack, a lucky guess, a near miss in the wrong
 place). `add_catalogue` (called by `seal` on the family's drafts) appends to each draft's own probes:
@@ -44,6 +44,7 @@ import shlex
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from environments import actions as A
 from warehouse.ids import content_hash
@@ -52,6 +53,28 @@ TARGETS = ("key", "message_id", "to", "cc", "channel", "thread_ts")   # where a 
 SCALARS = ("type", "priority", "assignee", "resolution", "status")
 STUFF_CHARS = 60_000      # one shell argument stays well under Linux's 128 KB
 MAX_COMPONENTS = 20       # JiraUpdate takes at most 20 components
+PROBE_MAX = 0.5           # the default score a probe must stay under
+
+
+@dataclass
+class Probe:
+    """An outcome that must not pass: tool calls (graded like the reference) or a shell command (run in the
+    sandbox like an agent), and the score it must stay under."""
+
+    name: str
+    calls: list[A.Tool] = field(default_factory=list)
+    command: str | None = None
+    max_score: float | None = None   # None: the dataset's threshold (task_builders.probes.threshold)
+    score: float | None = None       # what `seal` measured in process (tool-call probes)
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"name": self.name, "max": PROBE_MAX if self.max_score is None else self.max_score}
+        if self.command is not None:
+            out["command"] = self.command
+        else:
+            out["actions"] = [c.model_dump(mode="json", exclude_none=True) for c in self.calls]
+            out["score"] = self.score
+        return out
 
 
 def threshold(config, family, probe: str, declared: float | None = None) -> float:
@@ -244,8 +267,6 @@ def _ref_key(d) -> str:
 
 def catalogue(ctx, family, drafts: list) -> None:
     """Append the generic probes to every draft (in place) and set every probe's threshold."""
-    from task_builders.families import Probe
-
     ents = Entities.of(ctx) if any("code" not in d.meta for d in drafts) else Entities()
     consts = constants(drafts, ents)
     lists = Listing(ctx) if any(is_text(c) and not isinstance(c, A.Answer) for d in drafts for c in d.reference) \

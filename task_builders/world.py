@@ -21,7 +21,7 @@ from pathlib import Path
 
 from environments.gitworld import optimize
 from environments.world import build_world, world_key
-from task_builders import gitrewrite
+from privacy import gitrewrite
 from task_builders.mining import KEY
 from warehouse.ids import content_hash
 from warehouse.store import Store

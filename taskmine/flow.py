@@ -24,10 +24,10 @@ from extractors import detect
 from extractors.git import GitError
 from extractors.git import repository as git_repository
 from graders import replay
-from privacy import identity
+from privacy import gitrewrite, identity
 from privacy.anonymize import Anonymizer, Vault, message_ids
 from publishing import publish as publishing
-from task_builders import gitrewrite, mining
+from task_builders import mining
 from task_builders.families import BuildContext, families
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Quarantine, Rejection, Task, Validation, Withheld
@@ -398,7 +398,7 @@ def anonymize_repos(store: Store, dataset: str, dataset_dir: Path, anon: Anonymi
                     run_id: str = "") -> dict[str, dict]:
     """Rewrite each repository once per (source HEAD, pseudonym set, audit rules); reuse the rewrite otherwise.
 
-    What git cannot read is left out of the rewrite, not the repository (task_builders.gitrewrite): each missing or
+    What git cannot read is left out of the rewrite, not the repository (privacy.gitrewrite): each missing or
     corrupt object is a quarantine row (`git_object_missing`, `git_object_corrupt`, `git_object_left_out` for a
     commit cut out with its unreadable tree; file, object id, reason), a missing blob an absent file. With
     `check` (privacy.withhold.Check), blobs, paths and messages the leak audit still refuses after scrubbing are

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from task_builders.cluster.families import ADDRESS
 from privacy.identity import UnionFind
+from task_builders.cluster.families import ADDRESS
 from task_builders.mining import KEY
 
 NUM_PERM = 126

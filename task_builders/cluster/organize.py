@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.config import DatasetConfig
 from task_builders.cluster.dedup import near_duplicate_groups
 from task_builders.cluster.families import cluster, gist
 from task_builders.cluster.plot import family_map, project
 from task_builders.cluster.splits import assign_splits, canary
-from core.config import DatasetConfig
 from task_builders.signals import request_text
 from warehouse.schemas import Cluster, Event, WorkItem
 

@@ -31,19 +31,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from core.config import DatasetConfig
+from core.registry import registry
 from environments import actions as A
 from environments.gitworld import Branches, GitWorldError, refs_at, verify_refs
 from environments.tools import Persona, ToolServer
 from environments.world import World, WorldView
 from graders.rubric import Context, Rubric, grade
 from task_builders.cluster.splits import canary
-from core.config import DatasetConfig
-from core.registry import registry
+from task_builders.probes import Probe  # the shared piece lives below the families that use it
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Rejection, Task, WorkItem
 
 NGRAM = 8          # words in a shingle of a hidden text
-PROBE_MAX = 0.5    # the default score a probe must stay under
 MAX_SHINGLES = 60  # shingles of one hidden text looked up in the world
 
 
@@ -86,27 +86,6 @@ class Draft:
     tools: list[str] | None = None
     probes: list[Probe] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Probe:
-    """An outcome that must not pass: tool calls (graded like the reference) or a shell command (run in the
-    sandbox like an agent), and the score it must stay under."""
-
-    name: str
-    calls: list[A.Tool] = field(default_factory=list)
-    command: str | None = None
-    max_score: float | None = None   # None: the dataset's threshold (task_builders.probes.threshold)
-    score: float | None = None       # what `seal` measured in process (tool-call probes)
-
-    def to_json(self) -> dict:
-        out: dict[str, Any] = {"name": self.name, "max": PROBE_MAX if self.max_score is None else self.max_score}
-        if self.command is not None:
-            out["command"] = self.command
-        else:
-            out["actions"] = [c.model_dump(mode="json", exclude_none=True) for c in self.calls]
-            out["score"] = self.score
-        return out
 
 
 READ_TOOLS = tuple(t.name() for t in A.READS)
@@ -159,7 +138,7 @@ WITHHELD_RECORD = "a record it needs was withheld"
 def kept_fixes(ctx: BuildContext, shas: Iterable[str], commits: dict[str, Event]) -> list[str]:
     """Fixing commits (original SHAs) as the world's history holds them: a commit only a ref the rewrite drops
     reaches (a pull request's own commit, a tag) is its copy on a kept branch when there is one
-    (task_builders.gitrewrite.equivalents: same patch id), named once, in order."""
+    (privacy.gitrewrite.equivalents: same patch id), named once, in order."""
     out: list[str] = []
     for s in shas:
         e = commits.get(s)
@@ -173,7 +152,7 @@ def kept_fixes(ctx: BuildContext, shas: Iterable[str], commits: dict[str, Event]
 
 def absent_problem(info: dict, world_shas: Iterable[str]) -> tuple[str, str] | None:
     """(reason, detail) when a commit of `world_shas` changes a file whose content before or after it the world's
-    repository lacks: git could not read it, or the leak audit refused it (task_builders.gitrewrite: the file is
+    repository lacks: git could not read it, or the leak audit refused it (privacy.gitrewrite: the file is
     absent there, so the commit's diff in the world is not the real one)."""
     for sha in world_shas:
         touched = (info.get("touched") or {}).get(sha) or {}
@@ -189,9 +168,9 @@ def absent_problem(info: dict, world_shas: Iterable[str]) -> tuple[str, str] | N
 def seal(ctx: BuildContext, family: Family, drafts: list[Draft]) -> Iterator[Task | Rejection]:
     """Tasks from drafts: refs of their repositories at the cutoff, the hidden-facts check (text and git), the
     self-replay of the reference, the null and the probes (the family's and the generated catalogue,
-    task_builders.probes), the valid alternatives (graders.alternatives: graded and kept, never a reason to
+    task_builders.probes), the valid alternatives (task_builders.alternatives: graded and kept, never a reason to
     reject), the id."""
-    from graders.alternatives import add_alternatives
+    from task_builders.alternatives import add_alternatives
     from task_builders.probes import catalogue
 
     catalogue(ctx, family, drafts)

@@ -26,10 +26,10 @@ from graders.rubric import CheckSpec, Rubric
 from task_builders.families import (
     READ_TOOLS,
     REPO_TOOLS,
+    WITHHELD_RECORD,
     BuildContext,
     Draft,
     Family,
-    WITHHELD_RECORD,
     Probe,
     absent_problem,
     kept_fixes,

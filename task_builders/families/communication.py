@@ -13,7 +13,7 @@ Invariants:
 - The persona is the person who really replied (their pseudonym from the anonymized events).
 - A real e-mail reply is its own text without the closing lines its author ends other mails with, or that
   several other people's mails end with (a signature without `-- `, a list footer; Tools.without_signature).
-- One `states_fact` check per grounded fact of the real reply (task_builders.facts): stated by the reply, not
+- One `states_fact` check per grounded fact of the real reply (graders.facts): stated by the reply, not
   by the request, and held by the world at the cutoff (a document then, or the repository then: a commit, a
   file). Facts the world cannot support are listed in the task's metadata, never graded. With fewer than
   MIN_FACTS gradable facts the task is judge-only when a model is configured, else rejected with the reason.
@@ -39,8 +39,8 @@ from typing import Any
 from environments import actions as A
 from environments.tools import Persona
 from environments.world import ShaTranslator
+from graders import facts as F
 from graders.rubric import CheckSpec, Rubric
-from task_builders import facts as F
 from task_builders.families import BuildContext, Draft, Family, Probe
 from task_builders.signals import new_text, person_of
 from warehouse.schemas import Event, Rejection, WorkItem

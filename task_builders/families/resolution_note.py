@@ -13,9 +13,9 @@ import datetime as dt
 import re
 
 from environments import actions as A
+from graders import facts as F
 from graders.rubric import CheckSpec
 from task_builders.families import READ_TOOLS, BuildContext, register_family
-from task_builders import facts as F
 from task_builders.families.communication import Communication, Exchange, Tools, thread_addresses
 from task_builders.signals import new_text
 from warehouse.schemas import Event, Rejection, WorkItem

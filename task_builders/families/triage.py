@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 from environments.actions import JiraUpdate
 from graders.rubric import CheckSpec, Rubric
-from task_builders.families import WITHHELD_RECORD, READ_TOOLS, BuildContext, Draft, Family, Probe, register_family
+from task_builders.families import READ_TOOLS, WITHHELD_RECORD, BuildContext, Draft, Family, Probe, register_family
 from warehouse.schemas import Event, Rejection
 
 MIN_WEIGHT = 0.1   # the least a field weighs, however often a constant answer gets it right

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from graders import replay
 from core.config import DatasetConfig
+from graders import replay
 from taskmine import flow
 from warehouse.store import Store
 

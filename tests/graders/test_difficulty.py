@@ -91,7 +91,7 @@ def test_without_rollouts_every_valid_task_is_published_marked_easy_or_unmeasure
     assert st["probe_pass"] == {"n": len(probes), "k": 0, "rate": 0.0 if probes else None}
     assert st["baseline_solved"]["n"] == 4
     assert st["baseline_solved"]["k"] == sum(1 for v in base if v.score >= difficulty.SOLVED)
-    alts = [v for v in rows if v.run_kind.startswith("alt:")]     # valid alternatives (graders.alternatives)
+    alts = [v for v in rows if v.run_kind.startswith("alt:")]     # valid alternatives (task_builders.alternatives)
     assert st["false_negative"] == {"n": len(alts), "k": sum(1 for v in alts if (v.score or 0) < 0.99),
                                     "rate": (0.0 if alts else None)} and st["rollout_pass"]["n"] == 0
     assert sum(manifest["difficulty"].values()) == 4

@@ -11,8 +11,8 @@ import pytest
 
 from environments.tools import Persona, ToolServer
 from environments.world import World, build_world
+from graders import facts as F
 from graders.rubric import CheckSpec, Context, Rubric, grade
-from task_builders import facts as F
 from warehouse.ids import event_id
 from warehouse.schemas import Event
 
@@ -101,7 +101,7 @@ def test_a_join_notice_supports_no_fact_content_does(world):
 
 
 def test_prevalence_ranks_what_most_documents_name(world):
-    from task_builders.prevalence import Prevalence   # here: the other tests of this module run without it
+    from task_builders.prevalence import Prevalence  # here: the other tests of this module run without it
 
     prev = Prevalence.of(events(), names={p.casefold(): p for p in [*PEOPLE, "Wanda Pierce"]})
     t = (T0 + dt.timedelta(hours=2)).timestamp()

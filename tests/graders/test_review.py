@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from graders.review import VerdictError, agreement, read_verdicts, sample, wilson, write_sheet
 from core.config import DatasetConfig
+from graders.review import VerdictError, agreement, read_verdicts, sample, wilson, write_sheet
 from taskmine import flow
 from warehouse.store import Store
 

@@ -275,8 +275,8 @@ def test_a_stream_is_trusted_only_as_far_as_it_is_signed():
 
 @pytest.fixture(scope="module")
 def local_task(tmp_path_factory):
-    from environments.sandbox import LocalSandbox
     from core.config import DatasetConfig
+    from environments.sandbox import LocalSandbox
     from taskmine import flow
     from tests.task_builders.test_code_change import DS, write_repo
     from warehouse.store import Store

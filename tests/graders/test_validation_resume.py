@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
+from core.config import DatasetConfig
 from environments.sandbox import LocalSandbox
 from taskmine import flow
-from core.config import DatasetConfig
 from warehouse.store import Store
 
 DIES_AT_TASK = """

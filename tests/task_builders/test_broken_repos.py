@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from task_builders import gitrewrite
 from core.config import DatasetConfig
+from privacy import gitrewrite
 from task_builders.families import UNREADABLE_FIX
 from taskmine import flow
 from warehouse.store import Store

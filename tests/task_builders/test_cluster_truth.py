@@ -11,8 +11,8 @@ from itertools import combinations
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
-from sample.company import write_sample
 from core.config import DatasetConfig
+from sample.company import write_sample
 from taskmine import flow
 from warehouse.store import Store
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from core.config import DatasetConfig
 from environments.episode import Episode
 from environments.gitworld import pack_view, verify_view
 from graders import replay, verifier
-from core.config import DatasetConfig
 from taskmine import flow
 from warehouse.store import Store
 

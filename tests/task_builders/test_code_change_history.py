@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from environments.gitworld import Branches, refs_at, verify_refs
-from task_builders import gitrewrite
+from privacy import gitrewrite
 from task_builders.families.code_change import _future_history
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from core.config import DatasetConfig
 from environments import actions as A
 from environments.tools import Persona, ToolServer
 from environments.world import World
+from graders import facts as F
 from graders.rubric import Context, grade
-from task_builders import facts as F
-from core.config import DatasetConfig
 from taskmine import flow
 from warehouse.store import Store
 

@@ -2,11 +2,11 @@ import datetime as dt
 
 import pytest
 
+from core.config import DatasetConfig
 from environments import actions as A
 from environments.gitworld import verify_refs
 from environments.world import World
 from graders.rubric import CheckSpec, Rubric
-from core.config import DatasetConfig
 from task_builders.families import BuildContext, Draft, families, hidden_fact_problems, seal
 from task_builders.families.triage import state_at, triage_values
 from task_builders.world import strip_keys

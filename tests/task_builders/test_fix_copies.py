@@ -14,8 +14,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from task_builders import gitrewrite
 from core.config import DatasetConfig
+from privacy import gitrewrite
 from taskmine import flow
 from warehouse.store import Store
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from extractors.base import Extractor, registry, register_extractor
 from core.config import DatasetConfig
-from taskmine import flow
 from core.registry import registry as plugins
+from extractors.base import Extractor, register_extractor, registry
+from taskmine import flow
 from warehouse.store import Store
 
 T0 = dt.datetime(2024, 3, 4, 9, 0, tzinfo=dt.UTC)

@@ -1,4 +1,4 @@
-"""The probe catalogue and the valid alternatives (task_builders.probes, graders.alternatives) on the sample
+"""The probe catalogue and the valid alternatives (task_builders.probes, task_builders.alternatives) on the sample
 company: every generated probe of every tool-call family scores under its threshold and is stored with its
 score, replaying a stored probe gives the stored score, generators are deterministic and never reuse the
 reference's values, thresholds come from the config, a weak rubric (facts credited in a keyword list) is
@@ -11,12 +11,12 @@ import sys
 
 import pytest
 
+from core.config import DatasetConfig, load_config
 from environments import actions as A
 from environments.tools import Persona, ToolServer
 from environments.world import World
 from graders.rubric import CheckSpec, Context, Rubric, grade
 from task_builders import probes as P
-from core.config import DatasetConfig, load_config
 from task_builders.families import BuildContext, families, seal
 from taskmine import flow
 from warehouse.schemas import Rejection, Task

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from privacy.anonymize import Vault, VaultError
 from core.config import DatasetConfig
+from privacy.anonymize import Vault, VaultError
 from taskmine import flow
 from warehouse.store import Store
 

@@ -15,8 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from privacy import audit
 from core.config import DatasetConfig
+from privacy import audit
 from taskmine import flow
 from warehouse.store import Store
 

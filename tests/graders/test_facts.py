@@ -1,4 +1,4 @@
-"""Facts of a reply (task_builders.facts): what is extracted, how it is matched, when the world supports it."""
+"""Facts of a reply (graders.facts): what is extracted, how it is matched, when the world supports it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from environments.world import World, build_world
-from task_builders.facts import Fact, extract, mentions, stated_in, supported
+from graders.facts import Fact, extract, mentions, stated_in, supported
 from warehouse.ids import event_id
 from warehouse.schemas import Event
 

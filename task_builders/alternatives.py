@@ -26,8 +26,14 @@ from __future__ import annotations
 import re
 import subprocess
 
+from pydantic import BaseModel, Field
+
 from environments import actions as A
+from llm import LLMError
+from llm.anonymized import declare_anonymized, fill, join
 from task_builders.probes import SCALARS, text_of, update, with_text
+
+SOURCE = "anonymized_events: text of an anonymized event (a reply and its facts), paraphrased as a valid alternative"
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=\S)|\n\s*\n")
 
@@ -150,22 +156,16 @@ def _paraphrase(ctx, text: str, d) -> str | None:
     llm = getattr(ctx, "llm", None)
     if llm is None or not getattr(llm, "enabled", False):
         return None
-    from llm import LLMError
-    from task_builders.families.communication import anonymized
-
     facts = [str(ch.args["fact"]["text"]) for ch in d.rubric.checks if ch.check == "states_fact"]
     try:
-        return paraphrase(llm, anonymized(text[:4000]), [anonymized(f) for f in facts])
+        return paraphrase(llm, declare_anonymized(text[:4000], source=SOURCE),
+                          [declare_anonymized(f, source=SOURCE) for f in facts])
     except LLMError:
         return None
 
 
 def paraphrase(llm, text, facts: list) -> str:
     """`text` in other words with every fact in `facts` kept verbatim (Anonymized in, Anonymized out)."""
-    from pydantic import BaseModel, Field
-
-    from llm.anonymized import declare_anonymized, fill, join
-
     class Reply(BaseModel):
         text: str = Field(min_length=1, description="the reply, paraphrased")
 
@@ -175,6 +175,6 @@ def paraphrase(llm, text, facts: list) -> str:
     listed = join("\n", [fill("- $fact", fact=f) for f in facts]) if facts else fill("(none)")
     user = fill("<reply>\n$reply\n</reply>\n\n<facts>\n$facts\n</facts>", reply=text, facts=listed)
     reply = llm.complete([("system", system), ("user", user)], schema=Reply)
-    return declare_anonymized(reply.value.text.strip(), source="graders.alternatives: model paraphrase of an "
+    return declare_anonymized(reply.value.text.strip(), source="task_builders.alternatives: model paraphrase of an "
                                                                "anonymized reply")
 

@@ -250,3 +250,14 @@ def supported(view, fact: Fact) -> bool:
         return True      # by the full name of someone who wrote in the world by then (a sender, a commenter)
     # only what people wrote is evidence: a channel-join notice or a bot's post names a person, it says nothing
     return any(view.token_hits(s, content=True) for s in fact.spellings() if len(s) >= 2)
+
+
+def key_of(kind: str, text: str) -> str:
+    """The value a spelling counts under: case-folded; a URL without its scheme and trailing slash, a version
+    without its leading `v`."""
+    k = " ".join(text.casefold().split())
+    if kind == "url":
+        k = re.sub(r"^https?://", "", k).rstrip("/")
+    elif kind == "version":
+        k = k.lstrip("v")
+    return k
