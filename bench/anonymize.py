@@ -273,7 +273,7 @@ def _chunk_size(n: int, workers: int) -> int:
 def run_project(events: list, texts: list[str], prose: list[bool], ner, workers: int,
                 allow: tuple[str, ...] = ()) -> tuple[list[str], dict[str, float], dict]:
     """(scrubbed texts, seconds per phase, what NER found): the anonymize stage's work on `texts` (NER on the
-    prose ones), with the dataset config's `allow` list as flow.find_entities and flow.anonymizer pass it."""
+    prose ones), with the dataset config's `allow` list as find_entities and anonymizer pass it."""
     from privacy import identity
     from privacy.anonymize import Anonymizer, discover, message_ids
 
@@ -286,7 +286,7 @@ def run_project(events: list, texts: list[str], prose: list[bool], ner, workers:
     docs = (_Doc(x) for x, is_prose in zip(texts, prose) if is_prose)
     found = discover(docs, ner, allow, workers=workers, people=identity.persons(ids))  # its own fork pool if > 1
     outsiders = found.outsiders
-    known = {identity.fold(w) for i in ids for n in i.names for w in n.split()}  # as flow.find_entities
+    known = {identity.fold(w) for i in ids for n in i.names for w in n.split()}  # as find_entities
     places = [p for p in found.places if not {identity.fold(w) for w in p.split()} & known]
     t["ner"] = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -400,8 +400,8 @@ def _cpu() -> float:
 
 def _bench(workdir: Path, scale: int, memory: bool, workers: tuple[int, ...]) -> int:
     from bench.ingest import _write
-    from extractors import detect
     from core.config import load_config
+    from extractors import detect
     from privacy.ner import load_ner, ner_status
     from warehouse.schemas import Event
 
@@ -566,10 +566,10 @@ def memory_child(ds_dir: str) -> dict:
     """The taskmine path on one export, input streamed, output dropped; peak MB per phase."""
     import tracemalloc
 
+    from core.config import load_config
     from extractors import detect
     from privacy import identity
     from privacy.anonymize import Anonymizer, discover, message_ids
-    from core.config import load_config
     from privacy.ner import load_ner
     from warehouse.schemas import Event
 

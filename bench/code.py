@@ -65,10 +65,10 @@ def _episode_pack_bytes(worlds: Path, task, work: Path) -> int:
 
 
 def _bench(work: Path, scale: int, exports: str | None, dataset: str | None, limit: int) -> int:
+    from core.config import DatasetConfig, load_config
     from environments import codeenv
     from environments.docker_cli import docker, image_id
     from environments.sandbox import get_sandbox
-    from core.config import DatasetConfig, load_config
     from taskmine import flow
     from warehouse.store import Store
 
@@ -91,13 +91,13 @@ def _bench(work: Path, scale: int, exports: str | None, dataset: str | None, lim
     print(f"input: {ds_dir} ({'limit ' + str(limit) if limit else 'every'} candidate), sandbox docker", flush=True)
 
     t0 = time.perf_counter()
-    flow.prepare(store, name, ds_dir, config, run_id="bench")
-    flow.work_items(store, name, config)
-    flow.world(store, name)
+    ctx = flow.context(store, name, ds_dir, config=config, run_id="bench", sandbox=sandbox)
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items", "world")
     prep_s = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    res = flow.tasks(store, name, config, sandbox=sandbox)
+    res = flow.run(ctx, "tasks")
     tasks_s = time.perf_counter() - t0
     tasks = [t for t in store.read("tasks", name) if t.family == "code_change"]
     rejections = [r for r in store.read("rejections", name) if r.stage == "candidates" and r.family == "code_change"]
@@ -134,7 +134,7 @@ def _bench(work: Path, scale: int, exports: str | None, dataset: str | None, lim
         env_rows.append((key[:12], len(spec.requirements), use[key], cold, rebuilt, reused, layer))
 
     t0 = time.perf_counter()
-    val = flow.validations(store, name, sandbox, repeats=config.repeats)
+    val = flow.run(ctx, "validations")
     val_s = time.perf_counter() - t0
     valid = int(val.counts.get("valid", 0))
 

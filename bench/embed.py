@@ -51,7 +51,8 @@ def load_texts(ds_dir: Path, home: Path) -> list[str]:
     from warehouse.store import Store
 
     store = Store(home)
-    flow.prepare(store, DATASET, ds_dir, DatasetConfig(ner_model=""), run_id="bench", links_too=False)
+    ctx = flow.context(store, DATASET, ds_dir, config=DatasetConfig(ner_model=""), run_id="bench")
+    flow.prepare(ctx, links_too=False)
     texts = []
     for e in store.iter("anonymized_events", DATASET):
         if (e.source, e.kind) in KINDS:

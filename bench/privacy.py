@@ -46,6 +46,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from privacy.stages import anonymizer, entities_path
+
 DEVSET = Path(__file__).resolve().parent / "data" / "real_mail_devset.json"
 # labelled after the anonymizer was tuned on the dev set, and scored as it is: a check the tuning did not overfit
 HELDOUT = Path(__file__).resolve().parent / "data" / "real_mail_heldout.json"
@@ -90,8 +92,9 @@ def _prepare(home: Path, root: Path, name: str, ner_model: str = "en_core_web_sm
         for b in bundles:
             if not (src / b.stem).exists():
                 subprocess.run(["git", "clone", "-q", str(b), str(src / b.stem)], check=True, capture_output=True)
-    flow.prepare(store, ds, src, DatasetConfig(ner_model=ner_model), run_id="bench", links_too=False)
-    return store, ds, flow.anonymizer(store, ds)
+    ctx = flow.context(store, ds, src, config=DatasetConfig(ner_model=ner_model), run_id="bench")
+    flow.prepare(ctx, links_too=False)
+    return store, ds, anonymizer(store, ds)
 
 
 def load_devset(store, root: Path, datasets: dict[str, str], path: Path = DEVSET) -> list[dict]:
@@ -213,8 +216,9 @@ def corporate_sets(home: Path, ner, show: bool = False) -> dict:
         export = home.parent / "corporate" / key
         corporate.write_mbox(msgs, export / "mailbox.mbox")
         store = Store(home)
-        flow.prepare(store, key, export, DatasetConfig(ner_model="en_core_web_sm"), run_id="bench", links_too=False)
-        anon = flow.anonymizer(store, key)
+        ctx = flow.context(store, key, export, config=DatasetConfig(ner_model="en_core_web_sm"), run_id="bench")
+        flow.prepare(ctx, links_too=False)
+        anon = anonymizer(store, key)
         messages = corporate.labelled(store, key, msgs, key)
         rules = people_rules(store, key, anon, ner)
         out[key] = _score_set(key, messages, [_ours(anon, m["body"], rules) for m in messages], show)
@@ -263,9 +267,8 @@ def words_changed(store, ds: str, anon, show: bool = False) -> dict:
 
 
 def candidates(store, ds: str) -> dict:
-    from taskmine import flow
 
-    found = json.loads(flow.entities_path(store, ds).read_text())
+    found = json.loads(entities_path(store, ds).read_text())
     cands = found.get("candidates", [])
     ner = [c for c in cands if c.get("source") != "routing" and c.get("evidence") != "known person"]
     return {"ner_candidates": len(ner), "ner_accepted": sum(1 for c in ner if c["accepted"]),

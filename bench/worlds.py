@@ -67,14 +67,15 @@ def _prepare(home: Path, dataset: str, export: Path, with_tasks: bool) -> dict:
 
     store = Store(home)
     config = DatasetConfig(ner_model="")
-    flow.prepare(store, dataset, export, config, run_id="bench")
+    ctx = flow.context(store, dataset, export, config=config, run_id="bench")
+    flow.prepare(ctx)
     started = time.perf_counter()
-    flow.world(store, dataset)
+    flow.run(ctx, "world")
     world_s = time.perf_counter() - started
     if with_tasks:
-        flow.work_items(store, dataset, config)
+        flow.run(ctx, "work_items")
         started = time.perf_counter()
-        flow.tasks(store, dataset, config)
+        flow.run(ctx, "tasks")
         world_s += time.perf_counter() - started
     return {"store": store, "world_s": world_s}
 

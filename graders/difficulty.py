@@ -290,6 +290,31 @@ def markdown(rows: list[dict[str, str]]) -> str:
                      + ["| " + " | ".join(r[c].replace("|", "/") for c in cols) + " |" for r in rows])
 
 
+MAX_TABLE_CHARS = 160    # a markdown table wider than this is cut or scrolls in the Dagster UI and on hubs
+
+
+def narrow_tables(rows: list[dict[str, str]], head: str | tuple[str, ...] = "family") -> list[str]:
+    """`rows` (graders.difficulty.table) as markdown tables each at most MAX_TABLE_CHARS wide where it can be:
+    columns are taken in order until the next would make the widest line too long, each table led by `head`."""
+    if not rows:
+        return [markdown(rows)]
+    heads = [head] if isinstance(head, str) else list(head)
+    cols = [c for c in rows[0] if c not in heads]
+    out, group = [], []
+
+    def width(cs: list[str]) -> int:
+        table = markdown([{k: r[k] for k in [*heads, *cs]} for r in rows])
+        return max(len(line) for line in table.splitlines())
+
+    for c in cols:
+        if group and width([*group, c]) > MAX_TABLE_CHARS:
+            out.append(markdown([{k: r[k] for k in [*heads, *group]} for r in rows]))
+            group = []
+        group.append(c)
+    out.append(markdown([{k: r[k] for k in [*heads, *group]} for r in rows]))
+    return out
+
+
 def plot(st: dict[str, dict], title: str) -> bytes:
     """PNG bytes: left, the difficulty histogram per family (stacked bands of valid tasks); right, per family the
     probe pass rate (false positives), baseline solve rate and false-negative rate, each labelled with its n."""

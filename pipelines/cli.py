@@ -80,9 +80,9 @@ def cmd_run(args) -> int:
     os.environ["TASKMINE_EXPORTS"] = str(exports)
     if args.sandbox:
         os.environ["TASKMINE_SANDBOX"] = args.sandbox
-    from taskmine import flow
+    from extractors.stages import dataset_folders
 
-    names = args.dataset or flow.dataset_folders(exports)
+    names = args.dataset or dataset_folders(exports)
     if not names:
         raise UserError(f"{exports}: no dataset folders; put each export in its own sub-folder "
                         "(e.g. exports/acme/jira/*.json and exports/acme/repo/)")
@@ -162,7 +162,7 @@ def cmd_difficulty(args) -> int:
     _env(args)
     from core.config import load_config
     from graders.difficulty import markdown
-    from taskmine import flow
+    from graders.stages import difficulty_report
     from warehouse.store import Store
 
     store = Store()
@@ -173,7 +173,7 @@ def cmd_difficulty(args) -> int:
         raise UserError(f"no task in {store.home}; run `taskmine run` first")
     for ds in names:
         config = load_config(Path(args.exports) / ds if args.exports else None)
-        report = flow.difficulty_report(store, ds, config)
+        report = difficulty_report(store, ds, config)
         runs = store.read("validations", ds)
         base = [v for v in runs if v.run_kind.startswith("baseline:")]
         print(f"{ds}: {len(runs)} runs, {len(base)} baseline runs "
@@ -189,8 +189,8 @@ def cmd_difficulty(args) -> int:
 def cmd_audit(args) -> int:
     _env(args)
     from privacy import audit
+    from privacy.stages import audit_rules
     from publishing.loader import DatasetError, resolve
-    from taskmine import flow
     from warehouse.store import Store
 
     store = Store()
@@ -205,7 +205,7 @@ def cmd_audit(args) -> int:
             root = resolve(store.published_root() / ds)
         except DatasetError as exc:
             raise UserError(str(exc)) from None
-        report = audit.audit(root, flow.audit_rules(store, ds), manifest=True)
+        report = audit.audit(root, audit_rules(store, ds), manifest=True)
         print(f"{ds} {root.name}: {report.summary()} (audited {report.texts} texts, {report.chars:,} chars, NER read "
               f"{report.ner_read} changed paragraphs, {report.seconds:.1f}s)")
         for h in report.hits[:20]:

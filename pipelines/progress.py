@@ -4,7 +4,7 @@ validated task, instead of Dagster's debug log. The UI keeps Dagster's own conso
 import logging
 import time
 
-from dagster import MarkdownMetadataValue, logger
+from dagster import MarkdownMetadataValue, PathMetadataValue, TableMetadataValue, logger
 
 
 class _ProgressHandler(logging.Handler):
@@ -23,7 +23,8 @@ class _ProgressHandler(logging.Handler):
             mat = event.event_specific_data.materialization
             shown = {k: getattr(v, "value", v) for k, v in mat.metadata.items()
                      if k not in ("preview", "funnel", "dataset_dir", "path")
-                     and not isinstance(v, MarkdownMetadataValue)}   # tables and plots are for the UI
+                     and not isinstance(v, (MarkdownMetadataValue, PathMetadataValue, TableMetadataValue))}
+            # tables, plots and paths are for the UI
             self._print(f"{mat.asset_key.to_user_string():<18} " + ", ".join(f"{k}={v}" for k, v in
                                                                             list(shown.items())[:6]))
         elif kind == "STEP_FAILURE":

@@ -1,5 +1,6 @@
 """`taskmine run`: execute the same Dagster job the UI materializes, one dataset partition at a time,
-in the persistent instance under $TASKMINE_HOME/dagster (so the runs show up in `taskmine ui`).
+in the persistent instance under $TASKMINE_HOME/dagster (so the runs show up in `taskmine ui`). The job's assets,
+checks and their order are generated from `taskmine.flow.STAGES`.
 
 Each dataset's run holds the dataset's write lock (warehouse.locks) from start to end: a second
 `taskmine run` of the same dataset, or a run started in the UI, waits for it instead of writing over it."""
@@ -8,10 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-
-STAGE_ORDER = ["raw_events", "identities", "anonymized_events", "links", "work_items", "clusters", "world",
-               "tasks", "validations", "published_dataset"]
-
 
 def run_datasets(names: list[str], repeats: int = 0) -> int:
     from dagster import DagsterInstance
@@ -25,7 +22,9 @@ def _run(instance, names: list[str], repeats: int) -> int:
     from pipelines.assets import datasets
     from pipelines.definitions import defs
     from pipelines.errors import ERROR_TAG
-    from taskmine import flow
+    from graders.stages import funnel
+    from privacy.withhold import withheld_summary
+    from publishing.stages import latest_version
     from warehouse.locks import dataset_lock
     from warehouse.store import Store
 
@@ -42,13 +41,13 @@ def _run(instance, names: list[str], repeats: int) -> int:
         with dataset_lock(store.home, ds, "taskmine run", on_wait=lambda m: print(f"  {m}", flush=True)):
             result = job.execute_in_process(instance=instance, partition_key=ds, raise_on_error=False,
                                             run_config=run_config, tags={"taskmine/source": "cli"})
-        counts = flow.funnel(store, ds)
-        published = flow.latest_version(store, ds)
+        counts = funnel(store, ds)
+        published = latest_version(store, ds)
         if published:
             manifest = json.loads((store.published_root() / ds / published / "manifest.json").read_text())
             counts["published"] = manifest["tasks"] if result.success else 0
         print(_funnel_table(ds, counts))
-        print(_withheld_line(flow.withheld_summary(store, ds)))
+        print(_withheld_line(withheld_summary(store, ds)))
         if result.success and published:
             print(f"published: {store.published_root() / ds / published}")
         else:

@@ -20,10 +20,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Hashable, Iterable
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
+from core.stage import RunContext
+from extractors.references import find_keys
 from privacy.audit import NER_BATCH, Hit, Report, Rules, _digest, value_texts
+from privacy.ner import paragraphs
+from warehouse.schemas import Event, Withheld
+from warehouse.store import Store
 
 BIG_BLOB = 2_000_000   # as the audit: a blob this big, or with NUL bytes, is binary (listed strings only)
 
@@ -56,8 +64,6 @@ class Check:
         """(a hit NER already found in one of `text`'s paragraphs, the paragraphs it has still to read)."""
         if self.rules.ner is None:
             return None, []
-        from privacy.ner import paragraphs
-
         known, todo = None, []
         for p in paragraphs(text):
             d = _digest(p)
@@ -141,8 +147,6 @@ def attribute(report: Report, root: Path) -> tuple[dict[str, str], dict[str, str
         row, line = _ROW.match(h.where), _LINE.match(h.where)
         if path.suffix == ".parquet" and row is not None:
             if h.file not in ids:
-                import pyarrow.parquet as pq
-
                 schema = pq.read_schema(path)
                 ids[h.file] = pq.read_table(path, columns=["task_id"]).column("task_id").to_pylist() \
                     if "task_id" in schema.names else []
@@ -163,3 +167,105 @@ def attribute(report: Report, root: Path) -> tuple[dict[str, str], dict[str, str
                 continue
         other.append(h)
     return tasks, documents, other
+
+
+# --- withholding what the audit still refuses -----------------------------------------------------------
+
+_DIFF_FILE = re.compile(r"^(?=diff --git )", re.M)
+STUB_FIELDS = ("event_id", "dataset", "source", "kind", "native_id", "thread_key", "parent_id", "ts", "actor",
+               "medium", "automated", "ingest_run_id")
+
+
+def withhold_events(dataset: str, rows: list[Event], check, run_id: str = ""
+                    ) -> tuple[list[Event], list[Withheld], Counter]:
+    """The anonymized events with what the leak audit (`check`, privacy.withhold.Check) still refuses withheld:
+    a commit's diff loses the files that hold a hit (`commit_file`); any other hit makes the event a stub
+    (`event`: its ids, thread, time, kind and actor, `attrs.withheld` = the reason, no text), so mining sees that
+    something was there and builds no task on it, and the world leaves it out. Returns (events, withheld rows,
+    records checked by kind)."""
+    verdicts = check.rows((e.event_id, {k: v for k, v in e.to_row().items() if k != "diff"}) for e in rows)
+    sections = {e.event_id: _DIFF_FILE.split(e.diff) for e in rows if e.diff and e.event_id not in verdicts}
+    dirty = check.rows(((eid, i), {"diff": part}) for eid, parts in sections.items() for i, part in enumerate(parts)
+                       if part)
+    out, withheld = [], []
+    checked = Counter({"event": len(rows), "commit_file": sum(len(p) for p in sections.values()), "git": 0})
+    for e in rows:
+        reason = verdicts.get(e.event_id)
+        if reason:
+            withheld.append(Withheld(dataset=dataset, stage="anonymize", record_kind="event", record_id=e.event_id,
+                                     reason=reason, run_id=run_id))
+            out.append(_stub(e, reason, check))
+            continue
+        parts = sections.get(e.event_id)
+        cut = [i for i in range(len(parts or ())) if (e.event_id, i) in dirty]
+        if cut:
+            withheld += [Withheld(dataset=dataset, stage="anonymize", record_kind="commit_file",
+                                  record_id=f"{e.event_id}#{i}", reason=dirty[(e.event_id, i)], run_id=run_id)
+                         for i in cut]
+            e = e.model_copy(update={"diff": "".join(p for i, p in enumerate(parts) if i not in cut) or None,
+                                     "attrs": {**e.attrs, "diff_files_withheld": len(cut)}})
+        out.append(e)
+    return out, withheld, checked
+
+
+def _stub(e: Event, reason: str, check) -> Event:
+    """What is left of a withheld event: its place and nothing of its text (a field of it the audit still refuses,
+    an id made of a name, is replaced by a neutral one)."""
+    kept = {f: getattr(e, f) for f in STUB_FIELDS}
+    # a commit keeps the issue keys its message named, so its issue knows one of its fixes is gone
+    attrs = {"withheld": reason, **({"keys": keys} if e.kind == "commit" and (keys := find_keys(
+        f"{e.title or ''}\n{e.body or ''}")) else {})}
+    fields = {**{f: kept[f] for f in ("native_id", "thread_key", "actor", "parent_id")}, "attrs": attrs}
+    bad = check.rows((f, {f: v}) for f, v in fields.items() if v)
+    for f in bad:
+        if f == "attrs":
+            attrs = {"withheld": reason}
+        else:
+            kept[f] = None if f in ("actor", "parent_id") else f"withheld-{e.event_id[:16]}"
+    return Event(**kept, attrs=attrs)
+
+
+def _withheld_state(store: Store, dataset: str) -> Path:
+    return store.home / "state" / "withheld" / f"{dataset}.json"
+
+
+def record_withheld(store: Store, dataset: str, stage: str, rows: list[Withheld], checked: dict[str, int]) -> None:
+    """Replace this stage's withheld rows for the dataset (keeping the other stages') and what it checked (the
+    share's denominator)."""
+    kept = [w for w in store.read("withheld", dataset) if w.stage != stage]
+    store.replace("withheld", dataset, kept + sorted({(w.record_kind, w.record_id): w for w in rows}.values(),
+                                                     key=lambda w: (w.record_kind, w.record_id)))
+    f = _withheld_state(store, dataset)
+    state = json.loads(f.read_text()) if f.exists() else {}
+    state[stage] = dict(checked)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(json.dumps(state, sort_keys=True))
+
+
+def withheld_summary(store: Store, dataset: str, stages: Iterable[str] | None = None) -> dict:
+    """What was withheld (by `stages`, default all): total, share of the records checked, and counts by kind, by
+    reason and by stage."""
+    rows = store.read("withheld", dataset) if store.count("withheld", dataset) else []
+    f = _withheld_state(store, dataset)
+    state = json.loads(f.read_text()) if f.exists() else {}
+    if stages is not None:
+        rows = [w for w in rows if w.stage in stages]
+        state = {k: v for k, v in state.items() if k in stages}
+    records = sum(n for checked in state.values() for n in checked.values())
+    return {"total": len(rows), "records": records, "rate": round(len(rows) / records, 5) if records else 0.0,
+            "by_kind": dict(Counter(w.record_kind for w in rows).most_common()),
+            "by_reason": dict(Counter(w.reason for w in rows).most_common()),
+            "by_stage": dict(Counter(w.stage for w in rows).most_common())}
+
+
+def withheld_problem(ctx: RunContext, stages: Iterable[str] | None = None) -> str | None:
+    """One line saying why the withheld share blocks the dataset (and how to fix it), or None."""
+    config, dataset = ctx.config, ctx.dataset
+    s = withheld_summary(ctx.store, dataset, stages)
+    if s["rate"] <= config.max_withheld_rate:
+        return None
+    reasons = ", ".join(f"{n} {k}" for k, n in list(s["by_reason"].items())[:4])
+    return (f"{s['total']} of {s['records']} records ({s['rate']:.1%}) withheld because the leak audit still found "
+            f"personal data in them after anonymization ({reasons}), over max_withheld_rate "
+            f"{config.max_withheld_rate:g}: see the withheld table for kinds and records; add reviewed public names "
+            f"to `allow`, or raise max_withheld_rate in {dataset}/taskmine.toml")

@@ -12,6 +12,9 @@ from typing import Any
 
 import yaml
 
+from graders import difficulty
+from graders.difficulty import narrow_tables
+
 SPLITS = ("train", "test")
 
 
@@ -58,33 +61,6 @@ def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
             *["| " + " | ".join(str(c).replace("|", "/") for c in r) + " |" for r in rows]]
 
 
-MAX_TABLE_CHARS = 160    # a markdown table wider than this is cut or scrolls in the Dagster UI and on hubs
-
-
-def narrow_tables(rows: list[dict[str, str]], head: str | tuple[str, ...] = "family") -> list[str]:
-    """`rows` (graders.difficulty.table) as markdown tables each at most MAX_TABLE_CHARS wide where it can be:
-    columns are taken in order until the next would make the widest line too long, each table led by `head`."""
-    from graders import difficulty
-
-    if not rows:
-        return [difficulty.markdown(rows)]
-    heads = [head] if isinstance(head, str) else list(head)
-    cols = [c for c in rows[0] if c not in heads]
-    out, group = [], []
-
-    def width(cs: list[str]) -> int:
-        table = difficulty.markdown([{k: r[k] for k in [*heads, *cs]} for r in rows])
-        return max(len(line) for line in table.splitlines())
-
-    for c in cols:
-        if group and width([*group, c]) > MAX_TABLE_CHARS:
-            out.append(difficulty.markdown([{k: r[k] for k in [*heads, *group]} for r in rows]))
-            group = []
-        group.append(c)
-    out.append(difficulty.markdown([{k: r[k] for k in [*heads, *group]} for r in rows]))
-    return out
-
-
 def _withheld_lines(w: dict) -> list[str]:
     """The records left out because the leak audit still found something in them after anonymization."""
     if not w.get("total"):
@@ -98,8 +74,6 @@ def _withheld_lines(w: dict) -> list[str]:
 def render(*, dataset: str, version: str, files: set[str], families: list[str], counts: dict[str, dict[str, int]],
            easy: dict[str, int], funnel: dict[str, int], stats: dict, provenance: list, license: str, canary: str,
            swebench: bool, withheld: dict | None = None, resistance: dict | None = None) -> str:
-    from graders import difficulty
-
     total = sum(sum(c.values()) for c in counts.values())
     fam_rows = [[f, counts[f]["train"], counts[f]["test"]] for f in families]
     query = ("uv run python -c \"import duckdb; print(duckdb.sql(\\\"select family, split, count(*) from "

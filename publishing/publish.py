@@ -167,7 +167,7 @@ def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: st
     difficulty and grader error (graders.difficulty.stats), into the manifest and the card; `provenance`: the
     dataset's sources for the card; `license`: the dataset's licence (an SPDX id, or "other"); `remotes`: world
     repository slug -> its public remote (SWE-bench's owner/name); `withheld`: what earlier stages withheld
-    (taskmine.flow.withheld_summary), counted in the manifest and the card; `resistance`: per family the
+    (privacy.withhold.withheld_summary), counted in the manifest and the card; `resistance`: per family the
     hack-resistance table (graders.difficulty.resistance), into the manifest and the card.
 
     A hit of the audit in a task's row withholds that task, one in a world document that document and every

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 from core.config import DatasetConfig
 from extractors.email.text import thread_subject
+from extractors.references import KEY, find_keys  # noqa: F401 (KEY: links, world and clustering read it here)
 from task_builders.signals import (
     DIGEST,
     REPLY_SUBJECT,
@@ -57,21 +58,6 @@ from task_builders.signals import (
 )
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Rejection, WorkItem
-
-KEY = re.compile(r"(?<![A-Za-z0-9_-])([A-Z][A-Z0-9_]{0,19}-[1-9][0-9]{0,8})(?![A-Za-z0-9_]|-[0-9])")
-
-
-def find_keys(text: str | None, known: set[str] | None = None) -> list[str]:
-    """Issue keys mentioned in `text`, in order of first mention, filtered to `known` if given."""
-    if not text:
-        return []
-    seen: dict[str, None] = {}
-    for m in KEY.finditer(text):
-        k = m.group(1)
-        if known is None or k in known:
-            seen.setdefault(k)
-    return list(seen)
-
 
 @dataclass(frozen=True)
 class Link:

@@ -44,7 +44,7 @@ def test_bench_real_mail_names_its_own_command_when_the_exports_are_missing(tmp_
 def test_the_difficulty_table_is_split_into_tables_that_fit():
     """The per-family table (11 columns, rates with n and interval) was wider than the Dagster UI shows: split."""
     from graders import difficulty
-    from publishing.card import MAX_TABLE_CHARS, narrow_tables
+    from graders.difficulty import MAX_TABLE_CHARS, narrow_tables
 
     rate = {"k": 16, "n": 128, "rate": 0.125}
     st = {f: {"tasks": 120, "valid": 100, "published": 90, "retired": 10, "flaky": 2,

@@ -7,6 +7,7 @@ import subprocess
 import duckdb
 import pytest
 
+from graders.stages import funnel
 from publishing.loader import load_dataset
 from warehouse.store import Store
 
@@ -301,11 +302,10 @@ def test_swebench_loaders_accept_the_code_tasks(pipeline):
 
 
 def test_the_ui_funnel_counts_candidates_as_the_run_log_does(pipeline):
-    from taskmine import flow
 
     mats = [e for e in pipeline["first"].all_events if e.event_type_value == "ASSET_MATERIALIZATION"]
     meta = {e.asset_key.to_user_string(): e.event_specific_data.materialization.metadata for e in mats}
-    assert meta["tasks"]["candidates"].value == flow.funnel(pipeline["store"], "acme")["candidates"]
+    assert meta["tasks"]["candidates"].value == funnel(pipeline["store"], "acme")["candidates"]
 
 
 def test_a_lab_runs_a_task_with_the_published_tools(pipeline):

@@ -13,19 +13,21 @@ def test_downstream_stages_never_read_raw_events(tmp_path, sample_company):
 
     store = Store(tmp_path / "home")
     ds, src = "acme", sample_company / "acme"
-    flow.prepare(store, ds, src, DatasetConfig(ner_model=""), run_id="r1")
-    flow.work_items(store, ds)
-    flow.tasks(store, ds, DatasetConfig())
+    ctx = flow.context(store, ds, src, config=DatasetConfig(ner_model=""), run_id="r1")
+    flow.prepare(ctx)
+    flow.run(flow.context(store, ds), "work_items")
+    flow.run(flow.context(store, ds, config=DatasetConfig()), "tasks")
     before = {t: store.read_arrow(t, ds) for t in ("links", "work_items", "tasks")}
 
     raw = store.table_dir("events")
     shutil.move(raw, tmp_path / "raw-elsewhere")  # the raw events are gone from the warehouse
     assert not raw.exists()
-    flow.links(store, ds)
-    flow.work_items(store, ds)
-    flow.tasks(store, ds, DatasetConfig())
+    flow.run(flow.context(store, ds), "links")
+    flow.run(flow.context(store, ds), "work_items")
+    flow.run(flow.context(store, ds, config=DatasetConfig()), "tasks")
     for table, data in before.items():
         assert store.read_arrow(table, ds).equals(data), table
-    flow.validations(store, ds, LocalSandbox(), repeats=1)
-    published, counts = flow.publish(store, ds)
+    flow.run(flow.context(store, ds, sandbox=LocalSandbox(), repeats=1), "validations")
+    res = flow.run(flow.context(store, ds), "published_dataset")
+    published, counts = res.extra["published"], res.extra["funnel"]
     assert counts["published"] == published.tasks > 0

@@ -1,6 +1,6 @@
 """`audit(anonymize(x))` is empty: on every real export in ../shared/data/real and on the sample company, the
 identities and anonymize stages (NER on, as a user runs them) leave nothing the leak audit refuses, with the same
-rules the `anonymized_leaks` check uses (`flow.audit_rules`): not in the anonymized events (every column, read as
+rules the `anonymized_leaks` check uses (`audit_rules`): not in the anonymized events (every column, read as
 the audit reads them), not in the rewritten repositories (every commit, patch and blob). The anonymizer's last pass
 is the audit's own detector, so this holds by construction; these tests hold it to that on data nobody invented.
 
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from privacy.audit import audit
 from core.config import DatasetConfig
+from privacy.audit import audit
+from privacy.stages import anonymizer, audit_rules
 from taskmine import flow
 from warehouse.store import Store
 
@@ -37,8 +38,9 @@ EXPORTS = sorted(p for p in REAL.iterdir() if p.is_dir()) if REAL.is_dir() else 
 
 def anonymize_then_audit(store: Store, ds: str, export: Path) -> list[tuple[str, str, str]]:
     """(file, where, kind) of every audit hit on what the anonymize stage wrote for `export`."""
-    flow.prepare(store, ds, export, DatasetConfig(ner_model="en_core_web_sm"), run_id="t", links_too=False)
-    rules = flow.audit_rules(store, ds)
+    ctx = flow.context(store, ds, export, config=DatasetConfig(ner_model="en_core_web_sm"), run_id="t")
+    flow.prepare(ctx, links_too=False)
+    rules = audit_rules(store, ds)
     hits = [(h.file, h.where, h.kind) for h in audit(store.partition("anonymized_events", ds), rules).hits]
     repos = store.worlds(ds) / "repos"
     for repo in sorted(repos.glob("*.git")) if repos.is_dir() else []:
@@ -55,7 +57,7 @@ def anonymize_then_audit(store: Store, ds: str, export: Path) -> list[tuple[str,
 def test_the_audit_finds_nothing_in_what_anonymization_wrote(export, tmp_path):
     store, ds = Store(tmp_path / "home"), export.name.replace("-", "_")
     hits = anonymize_then_audit(store, ds, as_user_has_it(export, tmp_path))
-    assert flow.anonymizer(store, ds).known_strings(), "the export names people; the identity stage must find them"
+    assert anonymizer(store, ds).known_strings(), "the export names people; the identity stage must find them"
     assert hits == []  # (file, where, kind): the strings themselves are never printed, they are real people's
 
 

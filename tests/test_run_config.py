@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from core.config import ConfigError
-from taskmine import flow
+from core.stage import run_config
 from warehouse.store import Store
 
 
@@ -15,12 +15,12 @@ def test_one_config_per_run(tmp_path):
     ds_dir.mkdir(parents=True)
     (ds_dir / "taskmine.toml").write_text("repeats = 2\n")
     store = Store(tmp_path / "home")
-    assert flow.run_config(store, "acme", ds_dir, "run-1").repeats == 2
+    assert run_config(store, "acme", ds_dir, "run-1").repeats == 2
     (ds_dir / "taskmine.toml").write_text("repeats = 5\n")          # edited while run-1 goes on
-    assert flow.run_config(store, "acme", ds_dir, "run-1").repeats == 2
-    assert flow.run_config(store, "acme", ds_dir, "run-2").repeats == 5
-    assert flow.run_config(store, "acme", ds_dir).repeats == 5         # no run: the file as it is
+    assert run_config(store, "acme", ds_dir, "run-1").repeats == 2
+    assert run_config(store, "acme", ds_dir, "run-2").repeats == 5
+    assert run_config(store, "acme", ds_dir).repeats == 5         # no run: the file as it is
     (ds_dir / "taskmine.toml").write_text("repeats = 'many'\n")
     with pytest.raises(ConfigError, match="repeats"):
-        flow.run_config(store, "acme", ds_dir, "run-3")
-    assert flow.run_config(store, "acme", ds_dir, "run-2").repeats == 5   # a bad file never replaced a snapshot
+        run_config(store, "acme", ds_dir, "run-3")
+    assert run_config(store, "acme", ds_dir, "run-2").repeats == 5   # a bad file never replaced a snapshot

@@ -19,9 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from privacy import audit
-from privacy.anonymize import Anonymizer
 from core.config import DatasetConfig
+from graders.stages import verdicts_by_task
+from privacy import audit
+from privacy import repos as repository_anonymization
+from privacy.anonymize import Anonymizer
+from privacy.repos import repos_index
+from privacy.stages import anonymizer, audit_rules
+from privacy.withhold import withheld_problem, withheld_summary
 from task_builders.families import WITHHELD_FIX, WITHHELD_RECORD
 from task_builders.mining import SKIP_WITHHELD
 from taskmine import flow
@@ -36,8 +41,9 @@ def clean(tmp_path_factory, sample_company):
     """The sample anonymized and mined once without residue: where to plant it."""
     home = tmp_path_factory.mktemp("clean")
     store = Store(home / "home")
-    flow.prepare(store, "acme", sample_company / "acme", CONFIG)
-    flow.work_items(store, "acme", CONFIG)
+    ctx = flow.context(store, "acme", sample_company / "acme", config=CONFIG)
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items")
     return store
 
 
@@ -90,9 +96,9 @@ def test_records_with_residue_are_withheld_and_the_dataset_goes_on(tmp_path, sam
     reply, question, commit, change, fix = targets
     _leaky(monkeypatch, targets, address)
     store = Store(tmp_path / "home")
-    flow.prepare(store, "acme", sample_company / "acme", CONFIG, run_id="run-1")
-    flow.work_items(store, "acme", CONFIG)
-    flow.tasks(store, "acme", CONFIG)
+    ctx = flow.context(store, "acme", sample_company / "acme", config=CONFIG, run_id="run-1")
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items", "tasks")
 
     withheld = {(w.record_kind, w.record_id): w for w in store.read("withheld", "acme")}
     files = [rid for kind, rid in withheld if kind == "commit_file"]
@@ -106,7 +112,7 @@ def test_records_with_residue_are_withheld_and_the_dataset_goes_on(tmp_path, sam
     events = {e.event_id: e for e in store.read("anonymized_events", "acme")}
     assert events[reply].withheld == "email" and events[reply].body is None and events[reply].title is None
     assert events[commit].attrs["diff_files_withheld"] == 1 and address not in events[commit].diff
-    report = audit.audit(store.partition("anonymized_events", "acme"), flow.audit_rules(store, "acme"))
+    report = audit.audit(store.partition("anonymized_events", "acme"), audit_rules(store, "acme"))
     assert report.ok, report.summary()
     # no task cites them: the request whose real reply was withheld takes no later reply instead
     items = store.read("work_items", "acme")
@@ -129,10 +135,10 @@ def test_records_with_residue_are_withheld_and_the_dataset_goes_on(tmp_path, sam
     ids = {r["event_id"] for r in world.rows("SELECT event_id FROM docs")}
     assert request in ids and not {reply, question, change} & ids
     assert store.count("tasks", "acme") > 0
-    summary = flow.withheld_summary(store, "acme")
+    summary = withheld_summary(store, "acme")
     assert summary["total"] == len(withheld) and 0 < summary["rate"] < CONFIG.max_withheld_rate
-    assert flow.withheld_problem(store, "acme", CONFIG) is None
-    problem = flow.withheld_problem(store, "acme", DatasetConfig(max_withheld_rate=0.001))
+    assert withheld_problem(flow.context(store, "acme", config=CONFIG)) is None
+    problem = withheld_problem(flow.context(store, "acme", config=DatasetConfig(max_withheld_rate=0.001)))
     assert problem is not None and "\n" not in problem
     assert f"{len(withheld)} of {summary['records']} records" in problem and "max_withheld_rate 0.001" in problem
     assert "allow" in problem and "taskmine.toml" in problem
@@ -144,29 +150,30 @@ def test_a_blob_with_residue_is_an_absent_file_and_its_fixes_are_rejected(tmp_pa
     exports = tmp_path / "exports"
     shutil.copytree(sample_company, exports, symlinks=True)
     store = Store(tmp_path / "home")
-    flow.prepare(store, "acme", exports / "acme", CONFIG)
+    ctx = flow.context(store, "acme", exports / "acme", config=CONFIG)
+    flow.prepare(ctx)
     address = _address(store)
-    real = flow._blob_scrubber
+    real = repository_anonymization._blob_scrubber
 
     def leaky(anon):
         scrub = real(anon)
         return lambda data: scrub(data) + (f"\n# {address}\n".encode() if b"def normalize_endpoint" in data else b"")
 
-    monkeypatch.setattr(flow, "_blob_scrubber", leaky)
+    monkeypatch.setattr(repository_anonymization, "_blob_scrubber", leaky)
     shutil.rmtree(store.worlds("acme"))            # rewrite again
-    flow.prepare(store, "acme", exports / "acme", CONFIG)
-    flow.work_items(store, "acme", CONFIG)
-    flow.tasks(store, "acme", CONFIG)
+    ctx = flow.context(store, "acme", exports / "acme", config=CONFIG)
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items", "tasks")
 
     blobs = [w for w in store.read("withheld", "acme") if w.record_kind == "git_blob"]
     assert blobs and {w.reason for w in blobs} == {"email"} and all(w.record_id.startswith("repo:") for w in blobs)
-    rewritten = Path(json.loads(flow.repos_index(store, "acme").read_text())["repo"]["path"])
+    rewritten = Path(json.loads(repos_index(store, "acme").read_text())["repo"]["path"])
     history = subprocess.run(["git", "-C", str(rewritten), "log", "-p", "--all"], capture_output=True,
                              text=True).stdout
     assert address not in history and "def normalize_endpoint" not in history
     checkout = tmp_path / "checkout"
     subprocess.run(["git", "clone", "-q", str(rewritten), str(checkout)], check=True)
-    report = audit.audit(checkout, flow.audit_rules(store, "acme"))
+    report = audit.audit(checkout, audit_rules(store, "acme"))
     assert report.ok, report.summary()
     reasons = {(r.subject_id, r.reason) for r in store.read("rejections", "acme") if r.family == "commit_link"}
     assert ("CORE-10", WITHHELD_FIX) in reasons, reasons
@@ -178,19 +185,20 @@ def test_a_task_with_residue_at_publish_is_withheld_and_the_rest_published(tmp_p
     from environments.sandbox import LocalSandbox
 
     store = Store(tmp_path / "home")
-    flow.prepare(store, "acme", sample_company / "acme", CONFIG)
-    flow.work_items(store, "acme", CONFIG)
-    flow.tasks(store, "acme", CONFIG)
-    flow.validations(store, "acme", LocalSandbox(), repeats=1, config=CONFIG)
+    ctx = flow.context(store, "acme", sample_company / "acme", config=CONFIG)
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items", "tasks")
+    flow.run(flow.context(store, "acme", config=CONFIG, sandbox=LocalSandbox(), repeats=1), "validations")
     valid = [t for t in store.read("tasks", "acme")
-             if flow.verdicts_by_task(store.read("validations", "acme"), [t]).get(t.task_id, (False,))[0]]
+             if verdicts_by_task(store.read("validations", "acme"), [t]).get(t.task_id, (False,))[0]]
     assert len(valid) >= 2
     victim = valid[0]
     address = _address(store)
     store.replace("tasks", "acme", [t.model_copy(update={"prompt": t.prompt + f"\n(cc {address})"})
                                     if t.task_id == victim.task_id else t for t in store.read("tasks", "acme")])
 
-    published, counts = flow.publish(store, "acme", CONFIG)
+    res = flow.run(flow.context(store, "acme", config=CONFIG), "published_dataset")
+    published, counts = res.extra["published"], res.extra["funnel"]
 
     assert published.withheld == {victim.task_id: "email"} and counts["published"] == published.tasks
     assert published.tasks == len(valid) - 1
@@ -199,7 +207,7 @@ def test_a_task_with_residue_at_publish_is_withheld_and_the_rest_published(tmp_p
     manifest = json.loads((published.path / "manifest.json").read_text())
     assert manifest["withheld"]["by_kind"] == {"task": 1} and manifest["tasks"] == published.tasks
     assert "1 of" in (published.path / "README.md").read_text().split("## Privacy")[1].split("##")[0]
-    final = audit.audit(published.path, flow.audit_rules(store, "acme"), manifest=True)
+    final = audit.audit(published.path, audit_rules(store, "acme"), manifest=True)
     assert final.ok, final.summary()
     import pyarrow.parquet as pq
 
@@ -234,9 +242,9 @@ def test_the_check_of_one_record_agrees_with_the_audit_of_the_table(tmp_path, cl
 
     path = tmp_path / "events.parquet"
     pq.write_table(to_table(Event, rows), path)
-    hits = audit.audit(path, flow.audit_rules(clean, "acme"), limit=10_000).hits
+    hits = audit.audit(path, audit_rules(clean, "acme"), limit=10_000).hits
     by_audit = {int(re.match(r"column \S+ row (\d+)", h.where).group(1)) for h in hits}
-    verdicts = Check(flow.audit_rules(clean, "acme")).rows((i, e.to_row()) for i, e in enumerate(rows))
+    verdicts = Check(audit_rules(clean, "acme")).rows((i, e.to_row()) for i, e in enumerate(rows))
     assert set(verdicts) == by_audit == set(planted)
 
 
@@ -250,7 +258,7 @@ def test_a_person_ner_finds_withholds_every_record_that_holds_the_paragraph(clea
     ner = load_ner("en_core_web_sm")
     if ner is None:
         pytest.skip("the spaCy model en_core_web_sm is not installed")
-    check = Check(Rules.of(flow.anonymizer(clean, "acme"), ner=ner, seen=set()))
+    check = Check(Rules.of(anonymizer(clean, "acme"), ner=ner, seen=set()))
     said = "Yesterday Henrietta Oyelaran called from the ministry about the contract renewal."
     rows = [("a", {"body": f"Hello,\n\n{said}\n\nThanks"}), ("b", {"title": "Renewal", "body": said}),
             ("c", {"body": "The contract renewal is due next week."})]
@@ -276,7 +284,7 @@ def test_hits_of_a_published_folder_are_attributed_to_task_rows_and_documents(tm
     docs = [{"event_id": "e1", "body": "fine"}, {"event_id": "e2", "body": f"from {address}"}]
     (root / "world" / "documents.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
     (root / "README.md").write_text(f"maintained by {address}\n")
-    report = audit.audit(root, flow.audit_rules(clean, "acme"))
+    report = audit.audit(root, audit_rules(clean, "acme"))
     tasks, documents, other = attribute(report, root)
     assert tasks == {"t2": "email"} and documents == {"e2": "email"}
     assert {h.file for h in other} == {"README.md"}

@@ -7,6 +7,7 @@ import pytest
 
 from bench import corporate
 from core.config import DatasetConfig
+from privacy.stages import anonymizer
 from taskmine import flow
 from warehouse.store import Store
 
@@ -21,11 +22,11 @@ def test_the_fixture_reads_back_as_labelled(path, tmp_path):
     assert [m.body[s:e] for m in messages for s, e, _ in m.spans] == marked
     corporate.write_mbox(messages, tmp_path / "corp" / "mailbox.mbox")
     store = Store(tmp_path / "home")
-    flow.ingest(store, "corp", tmp_path / "corp", "t")
+    flow.run(flow.context(store, "corp", tmp_path / "corp", run_id="t"), "raw_events")
     labelled = corporate.labelled(store, "corp", messages, "corp")
     assert [m["body"][s:e] for m in labelled for s, e, _, _ in m["spans"]] == marked
     # the identity graph: every sender is a person with a display name
-    flow.identities(store, "corp")
+    flow.run(flow.context(store, "corp"), "identities")
     assert len({i.person_id for i in store.read("identities", "corp")}) >= 10
 
 
@@ -48,9 +49,9 @@ def test_anonymization_meets_the_goals_on_the_corporate_dev_set(tmp_path):
     messages = corporate.parse(corporate.DEVSET)
     corporate.write_mbox(messages, tmp_path / "corp" / "mailbox.mbox")
     store = Store(tmp_path / "home")
-    flow.prepare(store, "corp", tmp_path / "corp", DatasetConfig(ner_model="en_core_web_sm"), run_id="t",
-                 links_too=False)
-    anon = flow.anonymizer(store, "corp")
+    ctx = flow.context(store, "corp", tmp_path / "corp", config=DatasetConfig(ner_model="en_core_web_sm"), run_id="t")
+    flow.prepare(ctx, links_too=False)
+    anon = anonymizer(store, "corp")
     labelled = corporate.labelled(store, "corp", messages, "corp")
     rules = people_rules(store, "corp", anon, ner)
     result = score(labelled, [_ours(anon, m["body"], rules) for m in labelled])

@@ -99,13 +99,14 @@ def test_git_extractor_refuses_the_commit_metadata_files():
                                                         ("github-issues-rust-archive", "closed_at", 25)])
 def test_real_exports_without_changelog_give_resolution_items(tmp_path, folder, evidence, at_least):
     """Both exports have no changelog entry for their resolutions: every issue used to be 'not resolved'."""
-    from taskmine import flow
     from core.config import DatasetConfig
+    from taskmine import flow
     from warehouse.store import Store
 
     store, config = Store(tmp_path / "home"), DatasetConfig(ner_model="")
-    flow.prepare(store, folder, REAL / folder, config)
-    flow.work_items(store, folder, config)
+    ctx = flow.context(store, folder, REAL / folder, config=config)
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items")
     notes = [i for i in store.read("work_items", folder) if i.kind == "resolution"]
     assert len(notes) >= at_least
     assert {i.attrs["resolution_evidence"] for i in notes} == {evidence}

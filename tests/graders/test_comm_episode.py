@@ -19,10 +19,11 @@ FAMILIES = ("email_reply", "chat_answer", "resolution_note")
 def tasks(sample_company, tmp_path_factory):
     store = Store(tmp_path_factory.mktemp("episode") / "home")
     config = DatasetConfig(ner_model="", families=FAMILIES)
-    flow.prepare(store, "acme", sample_company / "acme", config)
-    flow.work_items(store, "acme", config)
-    flow.world(store, "acme")
-    flow.tasks(store, "acme", config)
+    ctx = flow.context(store, "acme", sample_company / "acme", config=config)
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items")
+    flow.run(flow.context(store, "acme"), "world")
+    flow.run(flow.context(store, "acme", config=config), "tasks")
     by_family = {}
     for t in store.read("tasks", "acme"):
         by_family.setdefault(t.family, t)

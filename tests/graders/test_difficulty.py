@@ -13,6 +13,7 @@ import pytest
 from core.config import DatasetConfig
 from environments.sandbox import LocalSandbox
 from graders import difficulty
+from graders.stages import validations
 from publishing.loader import load_dataset
 from taskmine import flow
 from warehouse.schemas import Validation
@@ -31,9 +32,9 @@ def built_home(tmp_path_factory):
     write_sample(exports, seed=0, scale=2, dataset="acme")
     home = tmp_path_factory.mktemp("difficulty") / "home"
     store = Store(home)
-    flow.prepare(store, "acme", exports / "acme", CONFIG)
-    flow.work_items(store, "acme", CONFIG)
-    flow.tasks(store, "acme", CONFIG)
+    ctx = flow.context(store, "acme", exports / "acme", config=CONFIG)
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items", "tasks")
     return home
 
 
@@ -49,9 +50,16 @@ def _row(task, kind: str, attempt: int, score: float | None) -> Validation:
                       run_kind=kind, attempt=attempt, score=score, duration_s=1.0, sandbox="local")
 
 
+def _publish(ctx):
+    """The publish stage's version and funnel."""
+    res = flow.run(ctx, "published_dataset")
+    return res.extra["published"], res.extra["funnel"]
+
+
 def _validated(store: Store, n: int = 4):
     tasks = sorted(store.read("tasks", "acme"), key=lambda t: t.task_id)[:n]
-    res = flow.validations(store, "acme", LocalSandbox(), repeats=1, only=[t.task_id for t in tasks], config=CONFIG)
+    res = validations(flow.context(store, "acme", config=CONFIG, sandbox=LocalSandbox(), repeats=1),
+                      only=[t.task_id for t in tasks])
     assert res.counts["valid"] == n
     return tasks, res
 
@@ -63,12 +71,12 @@ def test_without_rollouts_every_valid_task_is_published_marked_easy_or_unmeasure
     assert sorted(v.task_id for v in base) == sorted(t.task_id for t in tasks)   # one baseline run per task
     assert {v.run_kind for v in base} == {"baseline:nearest_issue"} and res.counts["baseline_runs_now"] == 4
     assert all(v.score is not None for v in base)
-    again = flow.validations(store, "acme", LocalSandbox(), repeats=1, only=[t.task_id for t in tasks],
-                             config=CONFIG)
+    again = validations(flow.context(store, "acme", config=CONFIG, sandbox=LocalSandbox(), repeats=1),
+                        only=[t.task_id for t in tasks])
     assert again.counts["baseline_runs_now"] == 0       # cached like the validation runs
     assert res.extra["difficulty"]["ticket_triage"]["valid"] == 4 and res.extra["difficulty_plot"][:4] == b"\x89PNG"
 
-    published, counts = flow.publish(store, "acme", CONFIG)
+    published, counts = _publish(flow.context(store, "acme", config=CONFIG))
     assert published.tasks == 4 and "retired_by_difficulty" not in counts
     table = load_dataset(published.path).table.to_pylist()
     by_id = {r["task_id"]: r for r in table}
@@ -137,7 +145,7 @@ def test_with_rollouts_the_band_keeps_pass_rates_inside_it_and_retires_the_rest(
     rows += [_row(alt, "alt:alias", 0, 1.0), _row(alt, "alt:paraphrase", 0, 0.4)]
     store.replace("validations", "acme", rows)
 
-    published, counts = flow.publish(store, "acme", CONFIG)
+    published, counts = _publish(flow.context(store, "acme", config=CONFIG))
     table = {r["task_id"]: r for r in load_dataset(published.path).table.to_pylist()}
     assert set(table) == {fit.task_id, alt.task_id} and counts["retired_by_difficulty"] == 2
     assert table[fit.task_id]["difficulty"] == "in_band" and table[fit.task_id]["rollouts"] == 5
@@ -153,7 +161,7 @@ def test_with_rollouts_the_band_keeps_pass_rates_inside_it_and_retires_the_rest(
     assert st["difficulty"]["too_easy"] == 1 and st["difficulty"]["too_hard"] == 1 and st["retired"] == 2
 
     wide = CONFIG.model_copy(update={"band_max": 1.0})
-    published, counts = flow.publish(store, "acme", wide)
+    published, counts = _publish(flow.context(store, "acme", config=wide))
     kept = {r["task_id"] for r in load_dataset(published.path).table.to_pylist()}
     assert easy.task_id in kept and hard.task_id not in kept and counts["retired_by_difficulty"] == 1
 
@@ -192,18 +200,19 @@ def test_rollouts_run_in_the_validations_stage_when_a_model_is_configured(store,
     llm_standin.responder = model
     llm = LLM(llm_standin.config(tmp_path))
     config = CONFIG.model_copy(update={"rollouts": 2})
-    res = flow.validations(store, "acme", box, repeats=1, only=[t.task_id for t in tasks], llm=llm, config=config)
+    ctx = flow.context(store, "acme", config=config, sandbox=box, llm=llm, repeats=1)
+    res = validations(ctx, only=[t.task_id for t in tasks])
     assert res.counts["rollouts_now"] == 4 and started == {tasks[0].task_id: 2, tasks[1].task_id: 2}
     runs = [v for v in store.read("validations", "acme") if v.run_kind.startswith("rollout:")]
     assert sorted((v.task_id == tasks[0].task_id, v.attempt, v.score) for v in runs) == \
         [(False, 0, 1.0), (False, 1, 0.0), (True, 0, 1.0), (True, 1, 1.0)]
     assert all(v.sandbox == box.kind and "receipt" in v.checks[-1] for v in runs)
-    again = flow.validations(store, "acme", box, repeats=1, only=[t.task_id for t in tasks], llm=llm, config=config)
+    again = validations(ctx, only=[t.task_id for t in tasks])
     assert again.counts["rollouts_now"] == 0
-    without = flow.validations(store, "acme", box, repeats=1, only=[t.task_id for t in tasks], config=config)
+    without = validations(ctx.replace(llm=None), only=[t.task_id for t in tasks])
     assert without.counts["rollouts_now"] == 0          # no model: no rollout, nothing faked
 
-    published, counts = flow.publish(store, "acme", config)
+    published, counts = _publish(flow.context(store, "acme", config=config))
     table = {r["task_id"]: r for r in load_dataset(published.path).table.to_pylist()}
     assert set(table) == {tasks[1].task_id} and counts["retired_by_difficulty"] == 1
     assert table[tasks[1].task_id]["difficulty"] == "in_band" and table[tasks[1].task_id]["pass_at_1"] == 0.5

@@ -12,6 +12,7 @@ import pytest
 
 from core.config import DatasetConfig
 from graders.review import VerdictError, agreement, read_verdicts, sample, wilson, write_sheet
+from graders.stages import validations
 from taskmine import flow
 from warehouse.store import Store
 
@@ -22,11 +23,11 @@ def built(sample_company, tmp_path_factory):
 
     store = Store(tmp_path_factory.mktemp("review") / "home")
     config = DatasetConfig(ner_model="")
-    flow.prepare(store, "acme", sample_company / "acme", config)
-    flow.work_items(store, "acme", config)
-    flow.tasks(store, "acme", config)
+    ctx = flow.context(store, "acme", sample_company / "acme", config=config)
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items", "tasks")
     first = store.read("tasks", "acme")[:3]
-    flow.validations(store, "acme", LocalSandbox(), repeats=1, only=[t.task_id for t in first])
+    validations(flow.context(store, "acme", sandbox=LocalSandbox(), repeats=1), only=[t.task_id for t in first])
     return store
 
 

@@ -27,7 +27,7 @@ class DiesAtTask(LocalSandbox):
             os.kill(os.getpid(), signal.SIGKILL)
         return super().session(*args, **kwargs)
 
-flow.validations(Store(sys.argv[1]), "acme", DiesAtTask(), repeats=1)
+flow.run(flow.context(Store(sys.argv[1]), "acme", sandbox=DiesAtTask(), repeats=1), "validations")
 """
 
 
@@ -47,9 +47,9 @@ def built(tmp_path, sample_company):
     # families with one baseline each (the counts below); triage alone leaves three tasks at this scale, once the
     # constant probes drop those the commonest values solve
     config = DatasetConfig(ner_model="", families=("ticket_triage", "email_reply", "chat_answer", "resolution_note"))
-    flow.prepare(store, "acme", sample_company / "acme", config)
-    flow.work_items(store, "acme", config)
-    flow.tasks(store, "acme", config)
+    ctx = flow.context(store, "acme", sample_company / "acme", config=config)
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items", "tasks")
     return store
 
 
@@ -67,20 +67,22 @@ def test_a_killed_validation_keeps_finished_tasks_and_the_rerun_does_only_the_re
     assert len(kept) == 5   # the five finished tasks survived the kill
 
     box = Counting()
-    res = flow.validations(store, "acme", box, repeats=1)
+    res = flow.run(flow.context(store, "acme", sandbox=box, repeats=1), "validations")
     assert res.counts["validated_now"] == total - 5
     # then one baseline run per valid task (none ran before the kill: baselines follow every task's validation)
     assert box.runs == sum(per[5:]) + total and res.counts["baseline_runs_now"] == total
     assert res.counts["valid"] == total and res.counts["runs"] == sum(per) + total
 
     again = Counting()
-    assert flow.validations(store, "acme", again, repeats=1).counts["validated_now"] == 0 and again.runs == 0
+    res = flow.run(flow.context(store, "acme", sandbox=again, repeats=1), "validations")
+    assert res.counts["validated_now"] == 0 and again.runs == 0
 
 
 def test_tasks_validated_in_parallel_get_the_verdicts_of_one_at_a_time(built, tmp_path):
     store = built
     tasks = store.read("tasks", "acme")
-    res = flow.validations(store, "acme", LocalSandbox(), repeats=1, parallel=3)
+    ctx = flow.context(store, "acme", config=DatasetConfig(validate_parallel=3), sandbox=LocalSandbox(), repeats=1)
+    res = flow.run(ctx, "validations")
     assert res.counts["validated_now"] == len(tasks) and res.counts["valid"] == len(tasks)
     rows = store.read("validations", "acme")
     # every task's runs are stored once, whole (oracle, null, each probe), whichever thread finished it
@@ -88,4 +90,4 @@ def test_tasks_validated_in_parallel_get_the_verdicts_of_one_at_a_time(built, tm
     assert sorted(v.task_id for v in runs) == sorted(
         t.task_id for t in tasks for _ in range(2 + len(t.reference["probes"])
                                                 + sum(1 for a in t.reference.get("alternatives") or [] if a["calls"])))
-    assert flow.validations(store, "acme", Counting(), repeats=1, parallel=3).counts["validated_now"] == 0
+    assert flow.run(ctx.replace(sandbox=Counting()), "validations").counts["validated_now"] == 0

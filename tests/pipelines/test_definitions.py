@@ -29,8 +29,9 @@ def test_library_packages_do_not_import_dagster():
     import subprocess
     import sys
 
-    code = ("import sys, extractors.base, extractors.detect, warehouse.store, publishing.publish,"
-            "privacy.anonymize, task_builders.families, graders.replay, environments.sandbox, taskmine.flow;"
+    code = ("import sys, core.stage, extractors.base, extractors.detect, extractors.stages, warehouse.store,"
+            "publishing.publish, publishing.stages, privacy.anonymize, privacy.stages, task_builders.families,"
+            "task_builders.stages, graders.replay, graders.stages, environments.sandbox, taskmine.flow;"
             "sys.exit(1 if 'dagster' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
@@ -55,7 +56,7 @@ def test_schedule_reruns_only_changed_datasets(tmp_path, sample_company, taskmin
 
     exports = tmp_path / "exports"
     shutil.copytree(sample_company, exports, symlinks=True)
-    flow.ingest(Store(), "acme", exports / "acme", "r1")
+    flow.run(flow.context(Store(), "acme", exports / "acme", run_id="r1"), "raw_events")
     with DagsterInstance.get() as instance:  # a schedule context needs a persistent instance (DAGSTER_HOME)
         instance.add_dynamic_partitions(datasets.name, ["acme"])
         res = {"exports": ExportsResource(root=str(exports))}
@@ -68,7 +69,7 @@ def test_schedule_reruns_only_changed_datasets(tmp_path, sample_company, taskmin
 
 
 def test_the_funnel_never_reads_a_share_above_100_percent_for_candidates():
-    from pipelines.assets import funnel_rows
+    from graders.stages import funnel_rows
 
     rows = {r["stage"]: r["kept from previous"] for r in funnel_rows(
         {"events": 269, "work_items": 42, "candidates": 74, "tasks": 26, "validated": 26, "published": 26})}

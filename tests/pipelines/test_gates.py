@@ -19,6 +19,7 @@ from pipelines.assets import datasets
 from pipelines.automation import daily_changed_datasets
 from pipelines.definitions import defs
 from pipelines.errors import ERROR_TAG
+from publishing.stages import PublishRefused
 from taskmine import flow
 from warehouse.store import Store
 
@@ -150,11 +151,11 @@ def test_a_little_residue_is_withheld_and_the_run_goes_on(taskmine_env, sample_c
 def test_publish_refuses_when_nothing_is_valid(taskmine_env):
     store = Store(taskmine_env)
     refused = r"no task was built from it \(see the funnel and the rejections table\); nothing published$"
-    with pytest.raises(flow.PublishRefused, match=refused):
-        flow.publish(store, "empty", DatasetConfig())
+    with pytest.raises(PublishRefused, match=refused):
+        flow.run(flow.context(store, "empty", config=DatasetConfig()), "published_dataset")
     pub = _published(taskmine_env, "empty")
-    with pytest.raises(flow.PublishRefused, match="LATEST stays at 0.1.0-earlier"):
-        flow.publish(store, "empty", DatasetConfig())
+    with pytest.raises(PublishRefused, match="LATEST stays at 0.1.0-earlier"):
+        flow.run(flow.context(store, "empty", config=DatasetConfig()), "published_dataset")
     assert (pub / "LATEST").read_text().strip() == "0.1.0-earlier"
 
 

@@ -19,7 +19,8 @@ NAMES = {"name", "first_name", "username"}
 def recall(sample_company, tmp_path_factory):
     store = Store(tmp_path_factory.mktemp("recall") / "home")
     ds, src = "acme", sample_company / "acme"
-    flow.prepare(store, ds, src, DatasetConfig(), run_id="r1", links_too=False)  # with the real spaCy NER
+    # with the real spaCy NER
+    flow.prepare(flow.context(store, ds, src, config=DatasetConfig(), run_id="r1"), links_too=False)
     texts = [json.dumps(e.to_row(), ensure_ascii=False, default=str) for e in store.iter("anonymized_events", ds)]
     for repo in (store.worlds(ds) / "repos").glob("*.git"):
         texts.append(subprocess.run(["git", "-C", str(repo), "log", "--all", "-p", "--format=%an %ae%n%B"],
@@ -58,7 +59,8 @@ def test_slack_join_notices_name_the_pseudonym_in_full(sample_company, tmp_path)
     notice names the same fake person as its author (a mention, not an address)."""
     store = Store(tmp_path / "home")
     ds, src = "acme", sample_company / "acme"
-    flow.prepare(store, ds, src, DatasetConfig(ner_model=""), run_id="r1", links_too=False)
+    ctx = flow.context(store, ds, src, config=DatasetConfig(ner_model=""), run_id="r1")
+    flow.prepare(ctx, links_too=False)
     raw = {e.event_id: e for e in store.iter("events", ds)}
     joins = [e for e in store.iter("anonymized_events", ds) if e.kind == "channel_join"]
     assert joins

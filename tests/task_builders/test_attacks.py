@@ -37,11 +37,11 @@ KINDS = ("person", "file", "version", "issue_key", "url", "commit")
 def built(sample_company, tmp_path_factory):
     store = Store(tmp_path_factory.mktemp("attacks") / "home")
     config = DatasetConfig(ner_model="", families=FAMILIES)
-    flow.prepare(store, "acme", sample_company / "acme", config)
-    flow.work_items(store, "acme", config)
-    flow.clusters(store, "acme", config)
-    flow.world(store, "acme")
-    flow.tasks(store, "acme", config)
+    ctx = flow.context(store, "acme", sample_company / "acme", config=config)
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items", "clusters")
+    flow.run(flow.context(store, "acme"), "world")
+    flow.run(flow.context(store, "acme", config=config), "tasks")
     return store, store.read("tasks", "acme"), World(store.worlds("acme") / "world.sqlite")
 
 

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from core.config import DatasetConfig
+from extractors.stages import quarantine_problem, quarantine_rate
 from privacy import gitrewrite
+from privacy.repos import repos_index
 from task_builders.families import UNREADABLE_FIX
 from taskmine import flow
 from warehouse.store import Store
@@ -99,9 +101,9 @@ def test_a_repository_with_unreadable_objects_keeps_its_readable_history(tmp_pat
     store = Store(tmp_path / "home")
     config = DatasetConfig(ner_model="")
 
-    flow.prepare(store, "acme", dataset, config)
-    flow.work_items(store, "acme", config)
-    flow.tasks(store, "acme", config)
+    ctx = flow.context(store, "acme", dataset, config=config)
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items", "tasks")
 
     quarantine = store.read("quarantine", "acme")
     assert not [q for q in quarantine if q.error_class == "git_unreadable"]     # the repository is not lost
@@ -113,7 +115,7 @@ def test_a_repository_with_unreadable_objects_keeps_its_readable_history(tmp_pat
         assert {q.error_class for q in objects} == {"git_object_missing"}
         assert len(objects) == gitrewrite.missing_objects(dataset / "repo") > 10
     # every commit is rewritten: only files are absent
-    index = flow.repos_index(store, "acme").read_text()
+    index = repos_index(store, "acme").read_text()
     import json
 
     rewritten = json.loads(index)["repo"]
@@ -160,13 +162,15 @@ def test_the_quarantine_rows_go_when_the_repository_is_repaired(tmp_path, sample
     _partial_clone(dataset, tmp_path)
     store = Store(tmp_path / "home")
     config = DatasetConfig(ner_model="")
-    flow.prepare(store, "acme", dataset, config)
+    ctx = flow.context(store, "acme", dataset, config=config)
+    flow.prepare(ctx)
     assert any(q.error_class.startswith("git_object_") for q in store.read("quarantine", "acme"))
     shutil.rmtree(dataset / "repo")
     shutil.copytree(good, dataset / "repo", symlinks=True)
-    flow.prepare(store, "acme", dataset, config)
+    ctx = flow.context(store, "acme", dataset, config=config)
+    flow.prepare(ctx)
     assert not [q for q in store.read("quarantine", "acme") if q.error_class.startswith(("git_object_", "git_unr"))]
-    assert flow.repos_index(store, "acme").read_text().count('"sha_map"') == 1
+    assert repos_index(store, "acme").read_text().count('"sha_map"') == 1
 
 
 def test_a_partial_clone_alone_passes_the_quarantine_gate(tmp_path):
@@ -187,10 +191,11 @@ def test_a_partial_clone_alone_passes_the_quarantine_gate(tmp_path):
     shutil.rmtree(full)
     store = Store(tmp_path / "home")
     config = DatasetConfig(ner_model="")
-    flow.prepare(store, "code", dataset, config)
+    ctx = flow.context(store, "code", dataset, config=config)
+    flow.prepare(ctx)
     assert store.count("events", "code") == 8
     assert [q.error_class for q in store.read("quarantine", "code")].count("git_diff_unreadable") == 8
-    assert flow.quarantine_problem(store, "code", config) is None, flow.quarantine_rate(store, "code")
+    assert quarantine_problem(flow.context(store, "code", config=config)) is None, quarantine_rate(store, "code")
     import json
 
-    assert len(json.loads(flow.repos_index(store, "code").read_text())["repo"]["sha_map"]) == 8
+    assert len(json.loads(repos_index(store, "code").read_text())["repo"]["sha_map"]) == 8

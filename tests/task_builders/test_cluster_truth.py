@@ -23,9 +23,10 @@ def organized(tmp_path_factory):
     write_sample(out, seed=0, scale=3, dataset="acme")
     store = Store(tmp_path_factory.mktemp("cluster") / "home")
     ds, src = "acme", out / "acme"
-    flow.prepare(store, ds, src, DatasetConfig(ner_model=""), run_id="r1")
-    flow.work_items(store, ds)
-    result = flow.clusters(store, ds)
+    ctx = flow.context(store, ds, src, config=DatasetConfig(ner_model=""), run_id="r1")
+    flow.prepare(ctx)
+    flow.run(flow.context(store, ds), "work_items")
+    result = flow.run(flow.context(store, ds), "clusters")
     truth = json.loads((out / ".truth" / "acme.json").read_text())
     raw = {e.event_id: e for e in store.iter("events", ds)}   # the test may read raw ids; the pipeline may not
     family = {("jira", i["key"]): i["family"] for i in truth["issues"]}
@@ -90,7 +91,7 @@ def test_families_have_labels_and_a_map(organized):
 def test_a_rerun_embeds_nothing_and_gives_the_same_rows(organized):
     store, result, _ = organized
     before = store.read("clusters", "acme")
-    again = flow.clusters(store, "acme")
+    again = flow.run(flow.context(store, "acme"), "clusters")
     assert again.counts["embedded"] == 0
     assert again.counts["embeddings_cached"] == result.counts["embedded"] + result.counts["embeddings_cached"] > 0
     assert store.read("clusters", "acme") == before

@@ -101,10 +101,11 @@ def built(tmp_path_factory, docker_sandbox):
     write_repo(root / "exports")
     store = Store(root / "home")
     config = DatasetConfig(ner_model="", families=("code_change",))
-    flow.prepare(store, DS, root / "exports" / DS, config, run_id="t")
-    flow.work_items(store, DS, config)
-    flow.world(store, DS)
-    flow.tasks(store, DS, config, sandbox=docker_sandbox)
+    ctx = flow.context(store, DS, root / "exports" / DS, config=config, run_id="t")
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items")
+    flow.run(flow.context(store, DS), "world")
+    flow.run(flow.context(store, DS, config=config, sandbox=docker_sandbox), "tasks")
     tasks = store.read("tasks", DS)
     yield {"store": store, "tasks": tasks, "sandbox": docker_sandbox, "worlds": store.worlds(DS),
            "rejections": [r for r in store.read("rejections", DS) if r.stage == "candidates"]}

@@ -25,10 +25,11 @@ FAMILIES = ("email_reply", "chat_answer", "resolution_note")
 def sample(sample_company, tmp_path_factory):
     store = Store(tmp_path_factory.mktemp("comm") / "home")
     config = DatasetConfig(ner_model="", families=FAMILIES)
-    flow.prepare(store, "acme", sample_company / "acme", config)
-    flow.work_items(store, "acme", config)
-    flow.world(store, "acme")
-    flow.tasks(store, "acme", config)
+    ctx = flow.context(store, "acme", sample_company / "acme", config=config)
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items")
+    flow.run(flow.context(store, "acme"), "world")
+    flow.run(flow.context(store, "acme", config=config), "tasks")
     return store
 
 
@@ -129,9 +130,10 @@ def with_model(sample, tmp_path_factory):
     server.responder = _verdicts
     llm = LLM(server.config(tmp_path_factory.mktemp("llm")))
     config = DatasetConfig(ner_model="", families=FAMILIES)
-    result = flow.tasks(sample, "acme", config, llm=llm)
+    ctx = flow.context(sample, "acme", config=config, llm=llm)
+    result = flow.run(ctx, "tasks")
     tasks = sample.read("tasks", "acme")
-    flow.tasks(sample, "acme", config)                    # leave the module's store as the other tests expect
+    flow.run(ctx.replace(llm=None), "tasks")          # leave the module's store as the other tests expect
     yield tasks, result, server
     server.close()
 

@@ -206,8 +206,9 @@ def mined(tmp_path_factory):
     slack_directory(exports)
     store = Store(root / "home")
     config = DatasetConfig(ner_model="", answer_window_hours=72)
-    flow.prepare(store, "orrin", exports, config)
-    result = flow.work_items(store, "orrin", config)
+    ctx = flow.context(store, "orrin", exports, config=config)
+    flow.prepare(ctx)
+    result = flow.run(flow.context(store, "orrin", config=config), "work_items")
     events = {e.event_id: e for e in store.read("anonymized_events", "orrin")}
     items = [i for i in store.read("work_items", "orrin") if i.kind == "email_reply"]
     rejections = [r for r in store.read("rejections", "orrin") if r.stage == "work_items"]

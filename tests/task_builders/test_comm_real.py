@@ -36,10 +36,11 @@ def built(tmp_path_factory):
     for ds in DATASETS:
         if not (REAL / ds).is_dir():
             continue
-        flow.prepare(store, ds, REAL / ds, config)
-        flow.work_items(store, ds, config)
-        flow.world(store, ds)
-        flow.tasks(store, ds, config)
+        ctx = flow.context(store, ds, REAL / ds, config=config)
+        flow.prepare(ctx)
+        flow.run(ctx, "work_items")
+        flow.run(flow.context(store, ds), "world")
+        flow.run(flow.context(store, ds, config=config), "tasks")
         out[ds] = store.read("tasks", ds)
     return store, out
 

@@ -72,10 +72,11 @@ def sample_world(sample_company, tmp_path_factory):
     """The sample company through identities, anonymization, links, work items, the world and tasks."""
     store = Store(tmp_path_factory.mktemp("families") / "home")
     config = DatasetConfig(ner_model="")
-    flow.prepare(store, "acme", sample_company / "acme", config)
-    flow.work_items(store, "acme", config)
-    flow.world(store, "acme")
-    flow.tasks(store, "acme", config)
+    ctx = flow.context(store, "acme", sample_company / "acme", config=config)
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items")
+    flow.run(flow.context(store, "acme"), "world")
+    flow.run(flow.context(store, "acme", config=config), "tasks")
     return store
 
 

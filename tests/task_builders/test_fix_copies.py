@@ -16,6 +16,7 @@ from pathlib import Path
 
 from core.config import DatasetConfig
 from privacy import gitrewrite
+from privacy.repos import repos_index
 from taskmine import flow
 from warehouse.store import Store
 
@@ -59,11 +60,11 @@ def test_a_fix_only_a_dropped_ref_reaches_resolves_to_its_copy_on_main(tmp_path,
     store = Store(tmp_path / "home")
     config = DatasetConfig(ner_model="", families=("commit_link",))
 
-    flow.prepare(store, "acme", dataset, config)
-    flow.work_items(store, "acme", config)
-    flow.tasks(store, "acme", config)
+    ctx = flow.context(store, "acme", dataset, config=config)
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items", "tasks")
 
-    index = json.loads(flow.repos_index(store, "acme").read_text())["repo"]
+    index = json.loads(repos_index(store, "acme").read_text())["repo"]
     assert original not in index["sha_map"] and index["equivalent"] == {original: copy}
     item = next(i for i in store.read("work_items", "acme") if i.kind == "issue" and i.thread_key == "CORE-10")
     assert set(item.attrs["fix_shas"]) == {original, copy}      # both name the key

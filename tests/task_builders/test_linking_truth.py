@@ -18,7 +18,8 @@ SOURCE_OF = {"jira_key": "jira", "issue_url": "jira", "commit": "git", "commit_u
 def linked(sample_company, tmp_path_factory):
     store = Store(tmp_path_factory.mktemp("links") / "home")
     ds, src = "acme", sample_company / "acme"
-    flow.prepare(store, ds, src, DatasetConfig(ner_model=""), run_id="r1")
+    ctx = flow.context(store, ds, src, config=DatasetConfig(ner_model=""), run_id="r1")
+    flow.prepare(ctx)
     truth = json.loads((sample_company / ".truth" / "acme.json").read_text())
     return store, truth
 

@@ -75,8 +75,9 @@ def test_a_new_chat_connectors_questions_become_work_items(teamchat, tmp_path):
     (exports / "rooms.teamchat.jsonl").write_text("".join(json.dumps(m) + "\n" for m in MESSAGES))
     store = Store(tmp_path / "home")
     config = DatasetConfig(ner_model="")
-    flow.prepare(store, "acme", exports, config)
-    flow.work_items(store, "acme", config)
+    ctx = flow.context(store, "acme", exports, config=config)
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items")
     events = {e.event_id: e for e in store.read("anonymized_events", "acme")}
     assert {e.source for e in events.values()} == {"teamchat"}
     assert {e.medium for e in events.values()} == {"chat"}

@@ -29,11 +29,11 @@ TOOL_FAMILIES = ("ticket_triage", "commit_link", "email_reply", "chat_answer", "
 def built(sample_company, tmp_path_factory):
     store = Store(tmp_path_factory.mktemp("probes") / "home")
     config = DatasetConfig(ner_model="", families=TOOL_FAMILIES)
-    flow.prepare(store, "acme", sample_company / "acme", config)
-    flow.work_items(store, "acme", config)
-    flow.clusters(store, "acme", config)
-    flow.world(store, "acme")
-    flow.tasks(store, "acme", config)
+    ctx = flow.context(store, "acme", sample_company / "acme", config=config)
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items", "clusters")
+    flow.run(flow.context(store, "acme"), "world")
+    flow.run(flow.context(store, "acme", config=config), "tasks")
     return store, config
 
 

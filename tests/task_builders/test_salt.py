@@ -13,6 +13,7 @@ import pytest
 
 from core.config import DatasetConfig
 from privacy.anonymize import Vault, VaultError
+from privacy.stages import vault_path
 from taskmine import flow
 from warehouse.store import Store
 
@@ -23,11 +24,11 @@ def build(sample_company, home, salt: str, monkeypatch) -> Store:
     monkeypatch.setenv("TASKMINE_SALT", salt)
     store = Store(home)
     config = DatasetConfig(ner_model="", families=FAMILIES)
-    flow.prepare(store, "acme", sample_company / "acme", config)
-    flow.work_items(store, "acme", config)
-    flow.clusters(store, "acme", config)
-    flow.world(store, "acme")
-    flow.tasks(store, "acme", config)
+    ctx = flow.context(store, "acme", sample_company / "acme", config=config)
+    flow.prepare(ctx)
+    flow.run(ctx, "work_items", "clusters")
+    flow.run(flow.context(store, "acme"), "world")
+    flow.run(flow.context(store, "acme", config=config), "tasks")
     return store
 
 
@@ -36,7 +37,7 @@ def test_the_sample_under_several_salts_yields_the_same_tasks(sample_company, tm
     seen = {}
     for salt in ("s1", "s2", "s3"):
         store = build(sample_company, tmp_path / salt, salt, monkeypatch)
-        assert json.loads(flow.vault_path(store, "acme").read_text())["salt"] == salt
+        assert json.loads(vault_path(store, "acme").read_text())["salt"] == salt
         seen[salt] = {(t.family, tuple(t.lineage)): {p["name"]: p.get("score") for p in t.reference["probes"]}
                       for t in store.read("tasks", "acme")}
     first = seen["s1"]

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from core.config import DatasetConfig
 from privacy import audit
+from privacy.repos import repos_index
+from privacy.stages import audit_rules
 from taskmine import flow
 from warehouse.store import Store
 
@@ -64,8 +66,9 @@ def test_a_password_in_urls_of_two_files_and_two_commits_keeps_the_tests_passing
     assert _unittest(repo).returncode == 0
 
     store = Store(tmp_path / "home")
-    flow.prepare(store, "proj", repo.parent, DatasetConfig(ner_model=""))
-    rewritten = Path(json.loads(flow.repos_index(store, "proj").read_text())["repo"]["path"])
+    ctx = flow.context(store, "proj", repo.parent, config=DatasetConfig(ner_model=""))
+    flow.prepare(ctx)
+    rewritten = Path(json.loads(repos_index(store, "proj").read_text())["repo"]["path"])
 
     history = subprocess.run(["git", "-C", str(rewritten), "log", "-p", "--all"], capture_output=True,
                              text=True).stdout
@@ -80,5 +83,5 @@ def test_a_password_in_urls_of_two_files_and_two_commits_keeps_the_tests_passing
         _git(tree, "checkout", "-q", rev)
         result = _unittest(tree)
         assert result.returncode == 0, result.stderr
-    report = audit.audit(tree, flow.audit_rules(store, "proj"))
+    report = audit.audit(tree, audit_rules(store, "proj"))
     assert not [h for h in report.hits if h.kind.startswith("secret:")], report.summary()
