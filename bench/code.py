@@ -29,6 +29,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from core.config import DatasetConfig, load_config
+from environments import codeenv
+from environments.docker_cli import docker, image_id
+from environments.gitworld import pack_view
+from environments.sandbox import get_sandbox
+from sample.company import write_sample
+from taskmine import flow
+from warehouse.store import Store
+
 DATASET = "bench"
 
 
@@ -52,8 +61,6 @@ def _inodes(path: Path) -> dict[tuple[int, int], int]:
 
 def _episode_pack_bytes(worlds: Path, task, work: Path) -> int:
     """Bytes of the view an episode of `task` writes (gitworld.pack_view: a pack and its index per repository)."""
-    from environments.gitworld import pack_view
-
     git = task.world.get("git") or {}
     folder = work / "pack-view"
     shutil.rmtree(folder, ignore_errors=True)
@@ -65,13 +72,6 @@ def _episode_pack_bytes(worlds: Path, task, work: Path) -> int:
 
 
 def _bench(work: Path, scale: int, exports: str | None, dataset: str | None, limit: int) -> int:
-    from core.config import DatasetConfig, load_config
-    from environments import codeenv
-    from environments.docker_cli import docker, image_id
-    from environments.sandbox import get_sandbox
-    from taskmine import flow
-    from warehouse.store import Store
-
     work.mkdir(parents=True, exist_ok=True)
     if exports:
         ds_dir = Path(exports) / (dataset or "")
@@ -79,8 +79,6 @@ def _bench(work: Path, scale: int, exports: str | None, dataset: str | None, lim
             raise ValueError(f"--exports {exports} needs --dataset naming one of its folders")
         name = dataset
     else:
-        from sample.company import write_sample
-
         write_sample(work / "exports", seed=1, scale=scale, dataset=DATASET)
         ds_dir, name = work / "exports" / DATASET, DATASET
     base = load_config(ds_dir)

@@ -29,11 +29,19 @@ import hashlib
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench.ingest import _write
+from core.config import DatasetConfig
+from task_builders.cluster import embed as E
+from task_builders.cluster.embed import TABLE, embed_cached
+from taskmine import flow
+from warehouse.store import Store
 
 DATASET = "bench"
 MAX_CHARS = 2000
@@ -46,10 +54,6 @@ KINDS = {("jira", "issue_created"), ("jira", "comment"), ("email", "email"), ("s
 
 def load_texts(ds_dir: Path, home: Path) -> list[str]:
     """The texts of the sample's issues, comments, mails and Slack messages, after the anonymize stage."""
-    from core.config import DatasetConfig
-    from taskmine import flow
-    from warehouse.store import Store
-
     store = Store(home)
     ctx = flow.context(store, DATASET, ds_dir, config=DatasetConfig(ner_model=""), run_id="bench")
     flow.prepare(ctx, links_too=False)
@@ -85,18 +89,13 @@ def _sha(path: Path) -> str:
 
 
 def _bench(workdir: Path, scale: int) -> int:
+    # torch and sentence-transformers are heavy: loaded only when embeddings are computed
     import numpy as np
-
-    from bench.ingest import _write
-    from task_builders.cluster import embed as E
-    from warehouse.store import Store
 
     ds_dir = _write(workdir, scale)
     texts = load_texts(ds_dir, workdir / f"scale{scale}" / "home")
     cache_home = workdir / f"scale{scale}" / "embed-cache"
     if cache_home.exists():
-        import shutil
-
         shutil.rmtree(cache_home)
     store = Store(cache_home)
 
@@ -105,6 +104,7 @@ def _bench(workdir: Path, scale: int) -> int:
     E.offline()
     _, load["import"], _ = _timed(lambda: __import__("sentence_transformers"))
     _, load["project"], _ = _timed(E.load_model)
+    # torch and sentence-transformers are heavy: loaded only when embeddings are computed
     import torch
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
@@ -165,8 +165,6 @@ def _bench(workdir: Path, scale: int) -> int:
 def fresh_child(home: str, listing: str) -> dict:
     """A warm `embed_cached` in a new interpreter: wall time with its imports, and whether torch came in."""
     t0 = time.perf_counter()
-    from task_builders.cluster.embed import TABLE, embed_cached
-    from warehouse.store import Store
 
     store = Store(home)
     texts = json.loads(Path(listing).read_text(encoding="utf-8"))

@@ -15,6 +15,7 @@ reported for both, so a flat line means it streams.
 
 from __future__ import annotations
 
+import datetime as dt
 import email
 import json
 import mailbox
@@ -23,6 +24,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from extractors import detect
+from extractors.base import get_extractor
+from sample.company import write_sample
 
 REPEATS = 3
 
@@ -77,15 +82,11 @@ def baseline(source: str, name: str, inputs: list[Path]) -> tuple[str, callable]
 
 
 def _extract(name: str, root: Path, inputs: list[Path]) -> int:
-    from extractors.base import get_extractor
-
     ex = get_extractor(name)("bench", None, "bench", root=root)
     return sum(1 for p in inputs for r in ex.iter_records(p) if r.__class__.__name__ == "Event")
 
 
 def _write(workdir: Path, scale: int) -> Path:
-    from sample.company import write_sample
-
     ds_dir = workdir / f"scale{scale}" / "bench"
     if not ds_dir.exists():
         t0 = time.perf_counter()
@@ -133,23 +134,17 @@ def _derive(ds_dir: Path) -> Path:
 
 def _iso(jira_ts: str) -> str:
     """Jira "2021-03-04T10:15:30.000+0000" -> GitHub "2021-03-04T10:15:30Z" (UTC)."""
-    import datetime as dt
-
     return dt.datetime.strptime(jira_ts, "%Y-%m-%dT%H:%M:%S.%f%z").astimezone(dt.UTC).strftime(
         "%Y-%m-%dT%H:%M:%SZ")
 
 
 def _plan(ds_dir: Path) -> list[tuple[str, Path, Path]]:
     """(extractor, input, dataset root) over the sample and the formats derived from it."""
-    from extractors import detect
-
     derived = _derive(ds_dir)
     return [(n, p, ds_dir) for n, p in detect.plan(ds_dir)] + [(n, p, derived) for n, p in detect.plan(derived)]
 
 
 def bench_ingest(workdir: Path, scale: int, memory: bool = False) -> int:
-    from extractors.base import get_extractor
-
     ds_dir = _write(workdir, scale)
     plan = _plan(ds_dir)
     rows = []

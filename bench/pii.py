@@ -17,6 +17,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from privacy.pii import find
+
 REPEATS = 3
 
 _FIRST = "Ana Ben Chloe Dev Erin Farid Gus Hana Ivo Jun Kemal Lea Mo Nia Omar Pia Raj Sol Tae Uma".split()
@@ -107,8 +109,6 @@ def _pathological(n: int = 2_000_000) -> dict[str, str]:
 
 
 def bench_pii(megabytes: float = 10.0, big_mb: int = 50) -> int:
-    from privacy.pii import find
-
     docs = corpus(megabytes)
     chars = sum(map(len, docs))
     t_docs = _best(lambda: [find(d) for d in docs])
@@ -120,6 +120,7 @@ def bench_pii(megabytes: float = 10.0, big_mb: int = 50) -> int:
     print(f"  one text     : {t_joined:6.2f}s  {len(joined) / t_joined / 1e6:6.2f}M chars/s")
     print("  findings     : " + ", ".join(f"{k}={n}" for k, n in kinds.most_common()))
     try:
+        # Presidio is a dev dependency: loaded only for the comparison
         from presidio_analyzer import AnalyzerEngine
     except ImportError:
         print("  presidio     : not installed (pip install presidio-analyzer and a spaCy model to compare)")

@@ -46,12 +46,22 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from bench import corporate
+from bench.anonymize import _STATE, _presidio_chunk, presidio_engine, real_root
+from core.config import DatasetConfig
+from privacy import pii
+from privacy.anonymize import _INVISIBLE, NER_MAX_CHARS
+from privacy.audit import Rules, _digest
+from privacy.identity import fold
+from privacy.names import handle_forms, is_english, name_parts
+from privacy.ner import load_ner, ner_status, paragraphs
 from privacy.stages import anonymizer, entities_path
+from taskmine import flow
+from warehouse.store import Store
 
 DEVSET = Path(__file__).resolve().parent / "data" / "real_mail_devset.json"
 # labelled after the anonymizer was tuned on the dev set, and scored as it is: a check the tuning did not overfit
 HELDOUT = Path(__file__).resolve().parent / "data" / "real_mail_heldout.json"
-DEFAULT_REAL = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "real"
 WORDS_EXPORTS = ("jira-appcelerator-tidev", "jira-finos-perceval-fixture", "github-issues-rust-archive",
                  "slack-r-contributors", "slack-export-viewer-fixture", "git-more-itertools")
 _WORD = re.compile(r"[^\W\d_][\w'\u2019-]*\w")
@@ -66,23 +76,9 @@ def _h(text: str, n: int) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:n]
 
 
-def real_root(path: str | None = None, command: str = "bench privacy") -> Path:
-    """The folder of real exports (--real, else ../shared/data/real beside the repository); a missing one is a
-    one-line error naming the `command` the user ran and the option that fixes it."""
-    root = Path(path).resolve() if path else DEFAULT_REAL.resolve()
-    if not root.is_dir():
-        raise SystemExit(f"taskmine {command}: no real exports at {root} (pass --real PATH: the folder of the "
-                         "real exports, shared/data/real beside the repository)")
-    return root
-
-
 def _prepare(home: Path, root: Path, name: str, ner_model: str = "en_core_web_sm"):
     """Ingest, identities and anonymize of one real export, as the pipeline runs them: (store, dataset, anonymizer).
     A folder holding only git bundles is cloned first (its SOURCES.md tells users to `git clone` it)."""
-    from core.config import DatasetConfig
-    from taskmine import flow
-    from warehouse.store import Store
-
     store = Store(home)
     ds = name.replace("-", "_")
     src = root / name
@@ -133,8 +129,6 @@ def _overlaps(spans: list[tuple[int, int]], s: int, e: int) -> bool:
 def score(messages: list[dict], edits: list[list[tuple[int, int]]], show: bool = False,
           label: str = "") -> dict:
     """{person: [caught, total], contact: [...], words: [changed, total]} of one side."""
-    from privacy.names import is_english
-
     out = {"person": [0, 0], "email": [0, 0], "phone": [0, 0], "words": [0, 0]}
     for m, spans in zip(messages, edits):
         body = m["body"]
@@ -162,8 +156,6 @@ def _ours(anon, body: str, rules=None) -> list[tuple[int, int]]:
     """The stage's replacements on `body`, as spans of the body (invisible characters the scrubber drops first
     are mapped back): the first pass, the detector's last pass and, with `rules` (`people_rules`), the last pass
     for people in prose (`Anonymizer.plan_all`)."""
-    from privacy.anonymize import _INVISIBLE
-
     keep = [i for i, c in enumerate(body) if not _INVISIBLE.match(c)]
     clean = "".join(body[i] for i in keep)
     keep.append(len(body))
@@ -177,10 +169,6 @@ def people_rules(store, ds: str, anon, ner):
     """The leak audit's rules with NER for a prepared dataset, whose known paragraphs (`base_seen`) are those of
     the raw titles and bodies, as discovery read them: the last pass for people reads what anonymization
     changed, as the anonymize stage does."""
-    from privacy.anonymize import NER_MAX_CHARS
-    from privacy.audit import Rules, _digest
-    from privacy.ner import paragraphs
-
     base = {_digest(p) for e in store.iter("events", ds) for t in (e.title, e.body) if t
             for p in paragraphs(t[:NER_MAX_CHARS])}
     rules = Rules.of(anon, ner=ner, seen=set(base))
@@ -189,8 +177,6 @@ def people_rules(store, ds: str, anon, ner):
 
 
 def _score_set(key: str, messages: list[dict], ours: list, show: bool) -> dict:
-    from bench.anonymize import _presidio_chunk
-
     results = _presidio_chunk([m["body"] for m in messages])
     theirs = [[(s, e) for _, s, e in r] for r in results]
     typed = [[(s, e) for t, s, e in r if t in ("PERSON", "EMAIL_ADDRESS", "PHONE_NUMBER")] for r in results]
@@ -203,11 +189,6 @@ def _score_set(key: str, messages: list[dict], ours: list, show: bool) -> dict:
 def corporate_sets(home: Path, ner, show: bool = False) -> dict:
     """The invented corporate-mail sets (`bench.corporate`), each ingested and anonymized as its own dataset
     (identity graph from its headers, NER on), scored like the real sets."""
-    from bench import corporate
-    from core.config import DatasetConfig
-    from taskmine import flow
-    from warehouse.store import Store
-
     out = {}
     for key, path in (("corporate_devset", corporate.DEVSET), ("corporate_heldout", corporate.HELDOUT)):
         if not path.exists():
@@ -227,10 +208,6 @@ def corporate_sets(home: Path, ner, show: bool = False) -> dict:
 
 def words_changed(store, ds: str, anon, show: bool = False) -> dict:
     """Share of words outside every identity string that the anonymize stage changed in titles and bodies."""
-    from privacy import pii
-    from privacy.identity import fold
-    from privacy.names import handle_forms, is_english, name_parts
-
     identity_words: set[str] = set()
     for p in anon.people + anon.outsiders:
         for s in (*p.names, *p.usernames, *p.emails):
@@ -278,9 +255,6 @@ def candidates(store, ds: str) -> dict:
 
 
 def bench_privacy(real: str | None = None, show: bool = False) -> int:
-    from bench.anonymize import _STATE, presidio_engine
-    from privacy.ner import load_ner, ner_status
-
     root = real_root(real)
     report: dict = {"real": str(root)}
     with tempfile.TemporaryDirectory(prefix="taskmine-bench-privacy-") as tmp:

@@ -22,7 +22,9 @@ Measured per input:
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import os
 import random
 import shutil
 import statistics
@@ -31,6 +33,18 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from core.config import DatasetConfig
+from environments.episode import Episode
+from environments.gitworld import Branches, refs_at
+from environments.images import build_task_image
+from environments.sandbox import get_sandbox
+from environments.tools import ToolServer, ToolSocket
+from environments.world import World
+from sample.company import write_sample
+from task_builders import world as worldbuild
+from taskmine import flow
+from warehouse.store import Store
 
 STARTS = 5
 QUERIES = 300
@@ -61,10 +75,6 @@ def _copy_at(repo: Path, commit: str, dest: Path) -> None:
 
 
 def _prepare(home: Path, dataset: str, export: Path, with_tasks: bool) -> dict:
-    from core.config import DatasetConfig
-    from taskmine import flow
-    from warehouse.store import Store
-
     store = Store(home)
     config = DatasetConfig(ner_model="")
     ctx = flow.context(store, dataset, export, config=config, run_id="bench")
@@ -82,11 +92,6 @@ def _prepare(home: Path, dataset: str, export: Path, with_tasks: bool) -> dict:
 
 def _cutoff_tasks(store, dataset: str) -> list[dict]:
     """(cutoff, repo slug, refs) per task: the real tasks, else one per commit of the main line touching tests."""
-    import datetime as dt
-
-    from environments.gitworld import Branches, refs_at
-    from task_builders import world as worldbuild
-
     tasks = [t for t in store.read("tasks", dataset) if t.world.get("git")]
     if tasks:
         return [{"cutoff": t.cutoff, "world": t.world, "repo": t.world["git"]["repos"][0],
@@ -111,10 +116,6 @@ def _cutoff_tasks(store, dataset: str) -> list[dict]:
 
 
 def _measure(name: str, store, dataset: str, world_s: float, sandbox) -> dict:
-    from environments.episode import Episode
-    from environments.images import build_task_image
-    from task_builders import world as worldbuild
-
     root = store.worlds(dataset)
     tasks = _cutoff_tasks(store, dataset)
     repos = {r["slug"]: Path(r["path"]) for r in worldbuild.load(store, dataset).values()}
@@ -170,12 +171,6 @@ def _run_image(sandbox, tag: str) -> None:
 
 def _search(export: Path, home: Path) -> dict:
     """p50/p95 of searches on the export with the most documents, in process and through the CLI."""
-    import datetime as dt
-    import os
-
-    from environments.tools import ToolServer, ToolSocket
-    from environments.world import World
-
     info = _prepare(home, "search", export, with_tasks=False)
     world = World(info["store"].worlds("search") / "world.sqlite")
     view = world.at(dt.datetime(2100, 1, 1, tzinfo=dt.UTC))
@@ -211,9 +206,6 @@ def _search(export: Path, home: Path) -> dict:
 
 
 def bench_worlds(scale: int = 5, out: str | None = None) -> int:
-    from environments.sandbox import get_sandbox
-    from sample.company import write_sample
-
     work = Path(out) if out else Path(tempfile.mkdtemp(prefix="taskmine-bench-worlds-"))
     sandbox = get_sandbox("auto", home=work / "home")
     rows = []

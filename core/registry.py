@@ -20,9 +20,10 @@ import importlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 T = TypeVar("T")
 
@@ -82,7 +83,6 @@ class Registry(Generic[T]):
             self._loaded = True
             for module in self.builtins:
                 importlib.import_module(module)
-            from importlib.metadata import entry_points
 
             for ep in entry_points(group=self.group):
                 obj = ep.load()
@@ -108,8 +108,6 @@ class Registry(Generic[T]):
 
     def validate_args(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
         """`args` checked against the plug-in's argument model (as a plain dict again); ValueError says why."""
-        from pydantic import ValidationError
-
         model = self.get(name).args
         if model is None:
             return dict(args)

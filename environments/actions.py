@@ -13,11 +13,12 @@ examples), so the two surfaces cannot drift apart.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 SHORT = 200
 TEXT = 100_000
@@ -343,8 +344,6 @@ WORK_ROOTS = (HOME, "/tmp")   # where the file tools read and write (the agent's
 
 def _work_path(v: str) -> str:
     """A path of the file tools: relative to the home, or absolute under the home or /tmp; no `..` outside."""
-    import posixpath
-
     v = v.strip()
     if "\0" in v:
         raise ValueError("a path has no NUL character")
@@ -425,8 +424,6 @@ class Logged(BaseModel):
 
 def parse_call(name: str, arguments: dict[str, Any] | None) -> Tool:
     """The typed call for tool `name` with `arguments`; ValueError with one line when it is not valid."""
-    from pydantic import ValidationError
-
     cls = TOOLS.get(name)
     if cls is None:
         raise ValueError(f"no tool {name!r}; the tools are: {', '.join(sorted(TOOLS))}")

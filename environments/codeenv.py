@@ -26,12 +26,14 @@ candidates that need it with that reason).
 
 from __future__ import annotations
 
+import ast
 import configparser
 import contextlib
 import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tarfile
@@ -44,7 +46,7 @@ from pathlib import Path
 
 from core.config import IMAGE_PYTHON  # the base image's interpreter: a dataset's code_python is checked against it
 from environments.docker_cli import SandboxError, docker, image_id
-from environments.images import _locked, _normalized, _walk
+from environments.images import _locked, _normalized, _walk, stale_images
 from warehouse.ids import content_hash
 
 SITE_DIR = f"/usr/local/lib/python{IMAGE_PYTHON}/dist-packages"   # first on Debian's sys.path
@@ -143,8 +145,6 @@ def _requirements_file(paths: set[str], read, path: str, seen: set[str]) -> list
 
 def _setup_py(text: str) -> list[str]:
     """install_requires / tests_require / extras_require[test] of a setup.py, when they are literals."""
-    import ast
-
     try:
         tree = ast.parse(text)
     except SyntaxError:
@@ -280,6 +280,7 @@ class EnvSpec:
 
 def runner_dists() -> list[str]:
     """pytest and every distribution it requires (markers evaluated here, extras left out), by name."""
+    # packaging comes with pip, not a declared dependency: only for requirement files
     from packaging.requirements import Requirement
 
     out: dict[str, None] = {}
@@ -459,8 +460,6 @@ def prepare(sandbox, spec: EnvSpec, cache: Path,
 def prune_env_images(home_label: str, keep_keys: set[str]) -> list[str]:
     """Remove the environment images built for `home_label` whose key no current task names, or that sit on
     a base image that is no longer the current one. Images a container still uses stay. Returns the tags."""
-    from environments.images import stale_images
-
     stale = stale_images("taskmine-env", home_label, "taskmine.env", keep_keys)
     for i in range(0, len(stale), 50):
         docker("rmi", *stale[i:i + 50], check=False, timeout=300)
@@ -542,8 +541,6 @@ def test_command(spec: EnvSpec, files: list[str], report: str, *, extra_paths: l
     """The shell command (run in the repository) that runs the test `files` and writes a JUnit XML report
     to `report`. A dataset's own command (`code_test`) gets the report path as $TASKMINE_JUNIT and the files
     as $TASKMINE_TESTS."""
-    import shlex
-
     quoted = " ".join(shlex.quote(f) for f in files)
     env = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTEST_ADDOPTS= PYTEST_PLUGINS="
     if spec.test_command:

@@ -17,6 +17,8 @@ Invariants:
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 import shlex
 import shutil
 import tempfile
@@ -26,6 +28,7 @@ from typing import Any
 
 from environments.docker_cli import SandboxError
 from environments.gitworld import SETUP_SCRIPT, pack_view
+from environments.requester import SimulatedRequester
 from environments.sandbox import ExecResult, Mount, Sandbox, Session, owner_tag
 from environments.tools import CONTAINER_SOCKET, Persona, ToolServer, ToolSocket
 from environments.world import World
@@ -61,8 +64,6 @@ class TaskWorld:
 def socket_root() -> Path:
     """Where the episode's socket folder goes: the temp folder, unless its path is too long for AF_UNIX
     (about 100 bytes with the folder and socket names), then /tmp or /dev/shm."""
-    import os
-
     for d in (tempfile.gettempdir(), "/tmp", "/dev/shm"):
         if len(d) <= 60 and os.path.isdir(d) and os.access(d, os.W_OK):
             return Path(d)
@@ -77,7 +78,6 @@ def tool_server(worlds_dir: Path, world: dict | TaskWorld, llm=None) -> ToolServ
     view = World(wf).at(world.cutoff, world.hidden) if wf.exists() else None
     requester = None
     if world.extra.get("requester"):      # a communication task: its requester answers questions
-        from environments.requester import SimulatedRequester
 
         requester = SimulatedRequester(world.extra["requester"], llm)
     return ToolServer(view, persona=world.persona, repos=world.repos,
@@ -130,8 +130,6 @@ class Episode:
 
     def _repositories(self) -> dict[str, tuple[Path, dict[str, str], str | None]]:
         """slug -> (world repository, refs, head) of every repository of the task."""
-        import json
-
         meta = self.worlds_dir / "world.json"
         paths = {r.get("slug"): Path(r["path"]) for r in json.loads(meta.read_text())["repos"].values()} \
             if meta.exists() else {}

@@ -28,6 +28,8 @@ from typing import Any
 
 from environments import actions as A
 from environments.tools import Persona, Reply
+from llm import NO_FURTHER_INFORMATION, LLMError, answer_as_requester, declare_anonymized, fill
+from llm.requester import MAX_REQUESTER_TURNS
 
 SOURCE_WORLD = "task world: the requester's messages, from anonymized_events"
 SOURCE_AGENT = "agent question: written in a world of anonymized text"
@@ -37,8 +39,6 @@ class SimulatedRequester:
     """A `Requester` for ToolServer (see the module docstring)."""
 
     def __init__(self, spec: dict[str, Any], llm=None, max_turns: int | None = None):
-        from llm.requester import MAX_REQUESTER_TURNS
-
         self.spec = spec
         self.llm = llm
         self.max_turns = MAX_REQUESTER_TURNS if max_turns is None else max_turns
@@ -78,8 +78,6 @@ class SimulatedRequester:
         return Reply(self.persona, self.answer(text, turn))
 
     def answer(self, question: str, turn: int = 0) -> str:
-        from llm import NO_FURTHER_INFORMATION, LLMError, answer_as_requester, declare_anonymized, fill
-
         if self.llm is None or not getattr(self.llm, "enabled", False):
             return str(NO_FURTHER_INFORMATION)
         name = declare_anonymized(self.spec.get("name") or "the requester", source=SOURCE_WORLD)

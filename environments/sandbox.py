@@ -50,7 +50,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from core.registry import registry
 from environments import supervise
+from environments.codeenv import prune_env_images
 from environments.docker_cli import SandboxError, daemon_answers, docker, image_id
 from environments.images import (
     AGENT_UID,
@@ -669,8 +671,6 @@ class DockerSandbox(Sandbox):
 
     def prune(self, keep_world_ids: set[str]) -> list[str]:
         """Task images whose world, and environment images (environments.codeenv) whose key, is not kept."""
-        from environments.codeenv import prune_env_images
-
         home = self.image_labels.get("taskmine.home")
         return prune_task_images(home, keep_world_ids) + prune_env_images(home, keep_world_ids) if home else []
 
@@ -752,8 +752,6 @@ def _kill_group(proc: subprocess.Popen) -> None:
 def _register() -> None:
     """The built-in sandbox backends (kind "sandbox" of core.registry); third parties add theirs, e.g. a
     Kubernetes backend, through the `taskmine.sandboxes` entry point group."""
-    from core.registry import registry
-
     reg = registry("sandbox")
     reg.add("docker", DockerSandbox, "builtin:environments.sandbox")
     reg.add("local", LocalSandbox, "builtin:environments.sandbox")
@@ -771,8 +769,6 @@ def get_sandbox(kind: str = "auto", home: Path | None = None) -> Sandbox:
     """The sandbox for `kind`: "docker", "local", "auto" (docker if a daemon answers within ~2 s), or any
     registered backend (`taskmine sandboxes list`). `home` labels the images a Docker sandbox builds, so that
     home's runs can prune them."""
-    from core.registry import registry
-
     if kind == "local":
         return LocalSandbox()
     if kind in ("docker", "auto"):

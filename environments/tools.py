@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from environments import actions as A
+from environments.docker_cli import SandboxError
 from environments.world import WorldView
 
 MAX_ACTIONS = 200
@@ -389,8 +390,6 @@ class ToolServer:
 
     # -- files (in the session, as the agent: what it could do with the shell, without quoting) -----------
     def _read_file(self, c: A.ReadFile) -> Result:
-        from environments.docker_cli import SandboxError
-
         try:
             data = self.session.read_file(c.path, limit=MAX_FILE)
         except SandboxError as exc:
@@ -408,8 +407,6 @@ class ToolServer:
                       {"path": c.path, "lines": len(lines), "truncated": cut})
 
     def _write_file(self, c: A.WriteFile) -> Result:
-        from environments.docker_cli import SandboxError
-
         data = c.content.encode("utf-8")
         try:
             self.session.write_file(c.path, data, 0o644)
@@ -498,6 +495,7 @@ def mcp_server(tools: ToolServer, submit: Callable[[], Result] | None = None):
     """The tools as an MCP server (the official SDK's low-level `Server`), every schema from the typed models.
     `submit` (a harness's: `taskmine serve`): a `submit` tool that ends the task and answers with its grade; it is
     no company action (never in the action log)."""
+    # the MCP SDK: loaded only when the tool server is served
     import mcp.types as types
     from mcp.server.lowlevel import Server
 
@@ -518,6 +516,7 @@ def mcp_server(tools: ToolServer, submit: Callable[[], Result] | None = None):
 
     @server.call_tool(validate_input=False)  # the typed models validate, with their own one-line messages
     async def call_tool(name: str, arguments: dict[str, Any]):
+        # the MCP SDK: loaded only when the tool server is served
         import anyio
 
         if submit is not None and name == "submit":
@@ -605,6 +604,7 @@ class ToolSocket:
             self._threads.append(t)
 
     def _serve(self, conn: socket.socket) -> None:
+        # the MCP SDK: loaded only when the tool server is served
         import anyio
         from mcp.server.stdio import stdio_server
 

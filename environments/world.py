@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import hashlib
 import json
 import math
 import re
@@ -136,8 +137,6 @@ class ShaTranslator:
 
 def world_key(events_file: Path, sha_map: dict[str, str]) -> str:
     """The content key of a world: the events file's bytes and the SHA map (and this module's version)."""
-    import hashlib
-
     h = hashlib.sha256()
     if events_file.exists():
         with open(events_file, "rb") as f:
@@ -219,8 +218,6 @@ def cut_documents(world: Path, cutoff: dt.datetime, hidden: Iterable[str], out: 
 
 def import_documents(documents: Path, dest: Path) -> Path:
     """A world file (with its full-text index) from published JSON lines; reused when already built."""
-    import hashlib
-
     key = hashlib.sha256(documents.read_bytes()).hexdigest()
     if dest.exists():
         try:

@@ -22,6 +22,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from core.registry import registry as _r
 from warehouse.ids import content_hash, event_id
 from warehouse.schemas import MEDIA, Event, Quarantine
 
@@ -146,8 +147,6 @@ def parse_iso_ts(value) -> dt.datetime | None:
 
 
 def _registry():
-    from core.registry import registry as _r
-
     return _r("extractor")
 
 

@@ -32,8 +32,10 @@ Invariants:
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -82,9 +84,6 @@ def bundle_cache() -> Path:
 def unbundle(bundle: Path, cache: Path | None = None) -> Path:
     """A bare repository holding every ref of `bundle`, unpacked once per bundle content into `cache` (default
     `bundle_cache()`) and reused; raises GitError with git's reason when the bundle cannot be read."""
-    import hashlib
-    import shutil
-
     h = hashlib.sha256()
     with open(bundle, "rb") as f:
         while block := f.read(1 << 20):

@@ -15,6 +15,8 @@ import keyword
 import re
 from pathlib import Path
 
+from extractors.base import registry
+
 NAME = re.compile(r"^[a-z][a-z0-9_]{1,30}$")
 MARKER = "        # scaffold: new built-in extractors are listed above this line"
 
@@ -133,7 +135,6 @@ def scaffold(name: str, repo: Path) -> list[Path]:
     if not NAME.match(name) or keyword.iskeyword(name):
         raise ScaffoldError(f"{name!r} is not a usable name: lower-case letters, digits and _, starting with a "
                             "letter (e.g. zendesk_json)")
-    from extractors.base import registry
 
     if name in registry():
         raise ScaffoldError(f"an extractor named {name!r} exists already ({registry()[name].origin})")

@@ -15,6 +15,7 @@ Invariants:
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from pydantic import BaseModel, Field
 
 from environments.episode import Episode
 from environments.sandbox import SandboxError
+from graders import verifier
+from graders.replay import NO_REPORT, agent_failed, oracle_reports
 from graders.rubric import Context, grade
 from llm.anonymized import declare_anonymized, fill
 from llm.errors import BudgetExceeded, LLMError
@@ -73,8 +76,6 @@ def openai_tools(tools) -> list[dict]:
 
 def mcp_command(ep: Episode) -> tuple[list[str], dict]:
     """How to start the task's MCP server over stdio from the host: `company mcp` in the session."""
-    import os
-
     session = ep.session
     if session.kind == "docker":
         return ["docker", "exec", "-i", session.name, "company", "mcp"], dict(os.environ)
@@ -84,12 +85,14 @@ def mcp_command(ep: Episode) -> tuple[list[str], dict]:
 
 def run_rollout(ep: Episode, prompt: str, llm, limits: Limits, attempt: int) -> Rollout:
     """Let the model work the task in the open episode `ep` until it stops or a limit ends it."""
+    # the MCP client: loaded only when a model agent runs
     import anyio
 
     return anyio.run(_loop, ep, prompt, llm, limits, attempt)
 
 
 async def _loop(ep: Episode, prompt: str, llm, limits: Limits, attempt: int) -> Rollout:
+    # the MCP client: loaded only when a model agent runs
     import anyio
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
@@ -153,7 +156,6 @@ def rollout(task: Task, worlds_dir: Path, sandbox, llm, limits: Limits | None = 
     vid = content_hash("validation", task.task_id, kind, attempt, limits.model_dump())[:32]
     base = dict(validation_id=vid, task_id=task.task_id, dataset=task.dataset, run_kind=kind, attempt=attempt,
                 sandbox=sandbox.kind)
-    from graders import verifier
 
     spec = verifier.spec_of(task)   # a task with a verifier phase (code_change) runs it after the model, as replay does
     extra: dict = {}
@@ -173,7 +175,6 @@ def rollout(task: Task, worlds_dir: Path, sandbox, llm, limits: Limits | None = 
     receipt = r.receipt()
     missing = (extra.get("verifier") or {}).get("no_report")
     if missing:       # no test report: the model's failure when the oracle's run has one (graders.replay)
-        from graders.replay import NO_REPORT, agent_failed, oracle_reports
 
         if not oracle_reports(task, worlds_dir, sandbox):
             return Validation(**base, score=None, duration_s=round(r.seconds, 3), error_class="infra",

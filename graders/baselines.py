@@ -27,15 +27,20 @@ with ties broken by the index's order, and nothing random is drawn.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import re
+import shlex
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from environments import actions as A
+from environments.gitworld import git
 from environments.world import World, WorldView
 from warehouse.schemas import Task
 
@@ -97,8 +102,6 @@ def plan(task: Task, worlds_dir: Path) -> list[Baseline]:
 
 def view_of(task: Task, worlds_dir: Path) -> WorldView | None:
     """The world as the task's agent sees it: at the cutoff, without what the task hides."""
-    import datetime as dt
-
     wf = Path(worlds_dir) / "world.sqlite"
     if not wf.exists():
         return None
@@ -115,8 +118,6 @@ def _query(*parts: str | None) -> str:
 
 def _valid(cls: type[A.Tool], **arguments) -> A.Tool | None:
     """The call, or None when a copied value does not make a valid one (a two-line field, a bad key)."""
-    from pydantic import ValidationError
-
     try:
         return cls(**arguments)
     except (ValidationError, ValueError):
@@ -229,8 +230,6 @@ def bm25(query: str, docs: list[str], k1: float = 1.2, b: float = 0.75) -> list[
 def commits_at(repo: Path, refs: dict[str, str]) -> list[tuple[str, str]]:
     """(SHA, message, touched paths and the first DIFF_CHARS of its diff) of every commit the refs reach,
     newest first (merges: message and paths only)."""
-    from environments.gitworld import git
-
     tips = sorted(set(refs.values()))
     if not tips:
         return []
@@ -295,8 +294,6 @@ def title_grep(task: Task, view: WorldView | None, worlds_dir: Path) -> Baseline
     """`git log --all -i --grep=<word>` in the task's repository at its cutoff, for the words of the issue's
     summary in `title_words` order, answering the newest commit of the first word that finds any: the search an
     agent tries first. Run in the sandbox like an agent (the repository is the task's, refs at the cutoff)."""
-    import shlex
-
     key = re.match(r"Issue (\S+): (.*)", task.prompt)
     issue = view.issue(key.group(1)) if key and view is not None else None
     title = (issue or {}).get("summary") or (key.group(2) if key else "")

@@ -26,9 +26,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.registry import registry
 from environments import actions as A
 from graders.facts import PLACEHOLDER, Fact, extract, key_of, mentions
-from graders.rubric import CheckInfraError, CheckNotRun, CheckResult, Context, register_check
+from graders.rubric import CheckInfraError, CheckNotRun, CheckResult, CheckSpec, Context, Rubric, register_check
+from llm import BudgetExceeded, LLMCallError, LLMUnavailable, declare_anonymized, judge
 
 ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 PHONE = re.compile(r"(?<![\w+])\+?\d[\d ().-]{7,}\d(?![\w])")
@@ -398,8 +400,6 @@ def model_judge(llm, *, attempt: int = 0):
     """A `Context.judge` backed by the LLM layer: `(criterion, request, candidate, guidance) -> (passed,
     rationale)`. Declares its texts anonymized (see the module docstring); maps the layer's errors onto the
     rubric's (not run, infrastructure); an unusable verdict (LLMOutputError) propagates as a grader error."""
-    from llm import BudgetExceeded, LLMCallError, LLMUnavailable, declare_anonymized, judge
-
     def run(criterion: str, request: str, candidate: str, guidance: str) -> tuple[bool, str]:
         req = declare_anonymized(request, source="task rubric: the request, from anonymized_events")
         ref = declare_anonymized(guidance, source="task rubric: the real reply, from anonymized_events")
@@ -428,9 +428,6 @@ def judge_agreement(rubric, runs: dict[str, list], view, llm, n: int = 3) -> dic
     run's action log (the oracle, the probes): {check id: {run: {"passes": k, "runs": m, "errors": e,
     "majority": bool | None, "agreement": share agreeing with the majority}}}. Stored with the task and
     published, so a lab sees how stable each judged criterion is."""
-    from core.registry import registry
-    from graders.rubric import CheckNotRun, CheckSpec, Rubric
-
     rubric = rubric if isinstance(rubric, Rubric) else Rubric.model_validate(rubric)
     specs: list[CheckSpec] = [c for c in rubric.checks if c.kind == "judge"]
     out: dict[str, dict[str, dict]] = {c.id: {} for c in specs}

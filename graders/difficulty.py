@@ -18,11 +18,14 @@ Infrastructure failures (error_class infra or timeout) are no score and are neve
 from __future__ import annotations
 
 import io
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from graders import baselines as B
+from graders.agent import pass_at_k
 from warehouse.schemas import Task, Validation
 
 SOLVED = 0.99        # the score from which a run counts as solving the task (the oracle's bar, graders.agent.PASS)
@@ -68,8 +71,6 @@ class Difficulty:
     @property
     def pass_at_k(self) -> float | None:
         """pass@k with k = the number of rollouts (solved at least once)."""
-        from graders.agent import pass_at_k
-
         return pass_at_k(self.rollouts, self.solved, self.rollouts) if self.rollouts else None
 
     @property
@@ -84,8 +85,6 @@ class Difficulty:
     def columns(self) -> dict:
         """The published columns of the task (publishing.publish): what the agent view carries, and the probes'
         scores, which only the grader view does (GRADER_COLUMNS: a policy must not read the grader's weak spots)."""
-        import json
-
         name, score = self.best_probe
         return {"probe_scores": json.dumps(self.probes, sort_keys=True), "probes_passed": len(self.probes_passed),
                 "best_probe": name, "best_probe_score": score,
@@ -144,8 +143,6 @@ def stats(tasks: list[Task], rows: list[Validation], valid: set[str], published:
     """Per family: tasks, valid, published, retired by band, flaky, the band histogram of valid tasks, probe pass
     rate (false-positive estimate; probes of every task), baseline solve rate and rollout pass rate (valid tasks),
     false-negative rate (alt runs of every task), each as {"n", "k", "rate"}."""
-    from graders import baselines as B
-
     by_task: dict[str, list[Validation]] = {}
     for r in rows:
         by_task.setdefault(r.task_id, []).append(r)
@@ -318,9 +315,11 @@ def narrow_tables(rows: list[dict[str, str]], head: str | tuple[str, ...] = "fam
 def plot(st: dict[str, dict], title: str) -> bytes:
     """PNG bytes: left, the difficulty histogram per family (stacked bands of valid tasks); right, per family the
     probe pass rate (false positives), baseline solve rate and false-negative rate, each labelled with its n."""
+    # matplotlib is heavy: loaded only when the plot is drawn
     import matplotlib
 
     matplotlib.use("Agg")
+    # matplotlib is heavy: loaded only when the plot is drawn
     import matplotlib.pyplot as plt
     import numpy as np
 

@@ -21,7 +21,8 @@ from typing import Any
 from environments import actions as A
 from environments.episode import Episode
 from environments.sandbox import SandboxError
-from graders import verifier
+from graders import baselines, verifier
+from graders.communication import judge_context
 from graders.rubric import Context, grade
 from warehouse.ids import content_hash
 from warehouse.schemas import Task, Validation
@@ -158,8 +159,6 @@ def oracle_reports(task: Task, worlds_dir: Path, sandbox) -> bool:
 def grade_actions(task: Task, actions: list, view, extra: dict | None = None, llm=None):
     """The task's rubric over an action log, in its world view; `extra` holds what a verifier phase measured
     (`{"verifier": ...}`); judge checks with `llm` (without: not run, counted)."""
-    from graders.communication import judge_context
-
     context = judge_context(view, llm) if llm is not None else Context(view=view)
     context.extra = dict(extra or {})
     return grade(task.rubric, actions, context)
@@ -205,8 +204,6 @@ MEASURES = ("baseline:", "rollout:")  # run kinds that measure difficulty: never
 def baseline_runs(task: Task, worlds_dir: Path, sandbox, llm=None) -> list[Validation]:
     """One run of each retrieval baseline of the task (graders.baselines), replayed and graded like a probe;
     the neighbour it copied is noted in the row's message."""
-    from graders import baselines
-
     out = []
     for b in baselines.plan(task, worlds_dir):
         v = run_once(task, worlds_dir, sandbox, f"baseline:{b.name}", b.command(), llm=llm)

@@ -40,6 +40,7 @@ trustworthy as that runner; the Python path above is the one that resists the re
 
 import ast
 import base64
+import ctypes
 import hashlib
 import hmac
 import json
@@ -48,6 +49,7 @@ import select
 import shutil
 import signal
 import stat
+import subprocess
 import sys
 import time
 
@@ -63,8 +65,6 @@ KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "TASKMINE_WORLD"
 
 def _prctl(option: int, value: int) -> None:
     try:
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
     except (OSError, AttributeError):
         pass
@@ -231,8 +231,6 @@ class Run:
 def run_child(argv: list[str], cwd: str, env: dict, settings: bytes | None, deadline: float) -> Run:
     """Start argv (its records on the fd given as its last argument when `settings` is given), feed it the
     settings, drain its records and output until it ends or the deadline passes, then kill every descendant."""
-    import subprocess
-
     run = Run()
     fds = []
     rec_r = rec_w = set_r = set_w = None

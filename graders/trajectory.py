@@ -14,6 +14,7 @@ task carries the dataset's canary string (in the system message), like its row.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shlex
 import subprocess
@@ -25,6 +26,7 @@ from typing import Any
 
 from environments import actions as A
 from environments.tools import Persona, ToolServer
+from environments.world import World
 
 PATCH_EOF = "EOF_TASKMINE_PATCH"
 
@@ -91,10 +93,6 @@ def oracle(task, world_file: Path | None, git_dir: Path | None = None, hidden: l
     """The task's oracle trajectory: {"messages": [...], "tools": [...], "steps": n, "source": ...}.
     `world_file`: the world's world.sqlite; `git_dir`: the folder of the world's repositories (<slug>.git or
     <slug>.bundle), for code tasks."""
-    import datetime as dt
-
-    from environments.world import World
-
     world = task.world
     cutoff = dt.datetime.fromisoformat(world["cutoff"]) if isinstance(world.get("cutoff"), str) else task.cutoff
     view = World(world_file).at(cutoff, hidden if hidden is not None else (world.get("hidden") or ())) \

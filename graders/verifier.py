@@ -44,6 +44,7 @@ import json
 import secrets
 import shlex
 import subprocess
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -385,8 +386,6 @@ def measure(sandbox: Sandbox, image: str | None, tree: Path, slug: str, env: cod
     """Run the test modules `run` `repeats` times on `tree` (the parent commit's files, a host folder) with
     `before` written over it (the fix's test files and runner config), then `repeats` times with `after`
     too (the rest of the fix)."""
-    import time
-
     started = time.monotonic()
     deadline = (timeout_s + 180) * repeats * 2 + 300
     base = _with_dirs(str(p.relative_to(tree)) for p in tree.rglob("*") if p.is_file() and ".git" not in p.parts)

@@ -81,6 +81,7 @@ def import_litellm():
             for var, value in _OFFLINE_ENV.items():
                 os.environ[var] = value
             os.environ.setdefault("LITELLM_MODE", "PRODUCTION")   # DEV would load ./.env into the environment
+            # litellm is slow to import: only when a model is called (no work at import time)
             import litellm
 
             litellm.suppress_debug_info = True   # no "Give Feedback / Get Help" banners on stdout

@@ -18,6 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.paths import home
+
 ENV_MODEL = "TASKMINE_LLM_MODEL"
 ENV_API_BASE = "TASKMINE_LLM_API_BASE"
 DEFAULT_KEY_ENV = "TASKMINE_LLM_API_KEY"
@@ -54,7 +56,6 @@ class LLMConfig(BaseModel):
     def cache_path(self) -> Path:
         if self.cache_dir:
             return Path(self.cache_dir).expanduser().resolve()
-        from core.paths import home
 
         return home() / "cache" / "llm"
 

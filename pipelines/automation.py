@@ -16,6 +16,7 @@ from dagster import (
     sensor,
 )
 
+from extractors.stages import changed_datasets, dataset_folders
 from pipelines.assets import datasets
 from pipelines.resources import ExportsResource
 
@@ -27,8 +28,6 @@ taskmine_job = define_asset_job("taskmine_job", selection=AssetSelection.all(), 
 @sensor(job=taskmine_job, minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING,
         description="A new folder under the exports directory becomes a dataset partition and is run.")
 def new_export_folders(context: SensorEvaluationContext, exports: ExportsResource):
-    from extractors.stages import dataset_folders
-
     found = dataset_folders(exports.path())
     known = set(context.instance.get_dynamic_partitions(datasets.name))
     new = [d for d in found if d not in known]
@@ -45,8 +44,6 @@ def new_export_folders(context: SensorEvaluationContext, exports: ExportsResourc
                       "whose export changed since its last ingest; unchanged ones cost nothing. Turn it off with "
                       "the toggle on this page.")
 def daily_changed_datasets(context: ScheduleEvaluationContext, exports: ExportsResource):
-    from extractors.stages import changed_datasets
-
     known = context.instance.get_dynamic_partitions(datasets.name)
     changed = changed_datasets(exports.path(), known)
     if not changed:

@@ -12,6 +12,10 @@ import sys
 import time
 from pathlib import Path
 
+from core.config import load_config
+from core.paths import contain_caches, dagster_home, default_exports, home
+from core.registry import registry as plugins
+
 EXAMPLES = """examples:
   taskmine run                              # the bundled sample company, end to end
   taskmine run --exports ~/exports          # every folder under ~/exports is a dataset
@@ -50,15 +54,11 @@ def _env(args, *, dagster: bool = False) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("DAGSTER_DISABLE_TELEMETRY", "1")
-    from core.paths import contain_caches, dagster_home
-
     contain_caches()
     os.environ["DAGSTER_HOME"] = str(dagster_home(create=dagster))
 
 
 def _exports(args) -> Path:
-    from core.paths import default_exports
-
     if args.exports:
         path = Path(args.exports).expanduser().resolve()
         if not path.is_dir():
@@ -67,6 +67,7 @@ def _exports(args) -> Path:
         return path
     path = default_exports()
     if not (path / "acme").exists() and not os.environ.get("TASKMINE_EXPORTS"):
+        # on demand: `taskmine --help` loads neither Dagster nor the stages
         from sample.company import write_sample
 
         print(f"writing the bundled sample company to {path} ...", flush=True)
@@ -80,6 +81,7 @@ def cmd_run(args) -> int:
     os.environ["TASKMINE_EXPORTS"] = str(exports)
     if args.sandbox:
         os.environ["TASKMINE_SANDBOX"] = args.sandbox
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     from extractors.stages import dataset_folders
 
     names = args.dataset or dataset_folders(exports)
@@ -89,10 +91,9 @@ def cmd_run(args) -> int:
     missing = [n for n in names if not (exports / n).is_dir()]
     if missing:
         raise UserError(f"--dataset {missing[0]}: no folder {exports / missing[0]}")
-    from core.config import load_config
-
     for n in names:
         load_config(exports / n)  # a bad taskmine.toml is one line now, not a failed run later
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     from pipelines.runner import run_datasets
 
     return run_datasets(names, repeats=args.repeats)
@@ -103,12 +104,14 @@ def cmd_ui(args) -> int:
     os.environ["TASKMINE_EXPORTS"] = str(_exports(args))
     cmd = ["dagster", "dev", "-m", "pipelines.definitions", "-h", args.host, "-p", str(args.port)]
     print(f"Dagster UI on http://{args.host}:{args.port} (exports: {os.environ['TASKMINE_EXPORTS']})", flush=True)
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     from pipelines.runner import run_forwarding_signals
 
     return run_forwarding_signals(cmd)
 
 
 def cmd_sample(args) -> int:
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     from sample.company import write_sample
 
     if args.scale < 1:
@@ -131,8 +134,10 @@ def cmd_query(args) -> int:
     """`taskmine query SQL`: DuckDB on the warehouse's tables (views over its Parquet files) or on any Parquet
     file a query names (a published version's `tasks/*/*.parquet`), printed as a table; no DuckDB CLI needed."""
     _env(args)
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     import duckdb
 
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     from warehouse.store import Store
 
     store = Store()
@@ -151,6 +156,7 @@ def cmd_query(args) -> int:
 
 def cmd_replay(args) -> int:
     _env(args)
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     from taskmine.ops import replay_task
 
     return replay_task(args.task, args.agent, dataset=args.dataset, sandbox_kind=args.sandbox or "auto",
@@ -160,7 +166,7 @@ def cmd_replay(args) -> int:
 def cmd_difficulty(args) -> int:
     """Per family difficulty and grader error of datasets in the warehouse (what the manifest and card publish)."""
     _env(args)
-    from core.config import load_config
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     from graders.difficulty import markdown
     from graders.stages import difficulty_report
     from warehouse.store import Store
@@ -188,6 +194,7 @@ def cmd_difficulty(args) -> int:
 
 def cmd_audit(args) -> int:
     _env(args)
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     from privacy import audit
     from privacy.stages import audit_rules
     from publishing.loader import DatasetError, resolve
@@ -215,6 +222,7 @@ def cmd_audit(args) -> int:
 
 
 def cmd_extractors(args) -> int:
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     from extractors.base import registry
 
     if args.action == "list":
@@ -228,6 +236,7 @@ def cmd_extractors(args) -> int:
     if args.action == "new":
         if not args.path:
             raise UserError("extractors new needs a NAME, e.g. `taskmine extractors new zendesk_json`")
+        # on demand: `taskmine --help` loads neither Dagster nor the stages
         import extractors
         from extractors.scaffold import ScaffoldError, scaffold
 
@@ -243,6 +252,7 @@ def cmd_extractors(args) -> int:
     if not args.path:
         raise UserError("extractors check needs a PATH: the folder of one dataset's export, or one export file "
                         "(a Slack .zip, an .mbox, a Jira or GitHub JSON)")
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     from taskmine.ops import check_export
 
     return check_export(Path(args.path))
@@ -252,11 +262,9 @@ def cmd_plugins(args) -> int:
     """`taskmine families|checks|sandboxes list`: the registered plug-ins of one kind, where each comes from,
     and the arguments it takes."""
     _env(args)
-    from core.registry import registry
-
     kind = {"families": "family", "checks": "check", "sandboxes": "sandbox"}[args.command]
     rows = []
-    for name, reg in registry(kind).all().items():
+    for name, reg in plugins(kind).all().items():
         args_model = ", ".join(f"{k}{'' if f.is_required() else '?'}" for k, f in reg.args.model_fields.items()) \
             if reg.args else ""
         extra = getattr(reg.obj, "check_kind", "") or ", ".join(getattr(reg.obj, "kinds", ()) or ())
@@ -276,21 +284,25 @@ def cmd_serve(args) -> int:
     gets a sandbox session where they stand as at the cutoff, for the git, shell and file tools). Its `submit`
     tool (or the client leaving) grades the task (a code task: its hidden tests) and writes the action log to
     --log, the grade to --result. `--openenv`: every task of the dataset over HTTP with OpenEnv's reset/step/state."""
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     import json
 
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     import anyio
 
     _env(args)
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     from publishing.loader import DatasetError, load_dataset
 
     try:
         ds = load_dataset(args.published)
     except (DatasetError, FileNotFoundError) as exc:
         raise UserError(str(exc)) from None
-    from core.paths import home
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     from llm import LLM
 
     if args.openenv:
+        # on demand: `taskmine --help` loads neither Dagster nor the stages
         from taskmine import openenv_server
 
         print(f"OpenEnv server for {ds.path} ({len(ds.tasks())} tasks) on http://{args.host}:{args.port} "
@@ -300,6 +312,7 @@ def cmd_serve(args) -> int:
         return 0
     if not args.task:
         raise UserError("serve: give --task ID (one task over MCP on stdio), or --openenv --port P (every task)")
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     from environments.tools import mcp_server
     from taskmine.serving import TaskSession
 
@@ -308,6 +321,7 @@ def cmd_serve(args) -> int:
     except DatasetError as exc:
         raise UserError(str(exc)) from None
 
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     from environments.tools import Result
 
     def finish() -> Result:      # the `submit` tool, or the client leaving: the log first (it is quick), the grade
@@ -323,6 +337,7 @@ def cmd_serve(args) -> int:
         return Result(f"graded: {line}", g.to_json(), error=g.score is None)
 
     async def main() -> None:
+        # on demand: `taskmine --help` loads neither Dagster nor the stages
         from mcp.server.stdio import stdio_server
 
         server = mcp_server(session.tools, submit=finish)
@@ -341,13 +356,12 @@ def cmd_serve(args) -> int:
 def cmd_export(args) -> int:
     """`taskmine export harbor`: a published dataset's tasks as Harbor task folders (taskmine.harbor)."""
     _env(args)
-    from core.paths import home
-
     if not (args.published or args.dataset):
         raise UserError("export: give --dataset NAME (published under TASKMINE_HOME) or --published DIR")
     published = Path(args.published) if args.published else home() / "published" / args.dataset
     if not published.exists():
         raise UserError(f"no published dataset at {published}; run `taskmine run` first, or give --published DIR")
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     from environments.docker_cli import SandboxError
     from publishing.loader import DatasetError
     from taskmine import harbor
@@ -366,9 +380,11 @@ def cmd_export(args) -> int:
 def cmd_review(args) -> int:
     """`taskmine review`: write the audit sheet of a sample of a dataset's tasks, or read reviewers' verdicts
     back into the agreement between reviewers and the grader (stored in reports/<dataset>/review.json)."""
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     import json
 
     _env(args)
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     from graders.review import VerdictError, read_verdicts, sample, write_sheet
     from warehouse.store import Store
 
@@ -406,6 +422,7 @@ def cmd_review(args) -> int:
 
 def cmd_bench(args) -> int:
     _env(args)
+    # on demand: `taskmine --help` loads neither Dagster nor the stages
     from bench import run as bench_run
 
     scale = args.scale if args.scale is not None else (1 if args.what == "code" else 50)
@@ -553,6 +570,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get("TASKMINE_DEBUG"):
             raise
+        # on demand: `taskmine --help` loads neither Dagster nor the stages
         from pipelines.errors import USER_ERRORS, one_line
 
         hint = "" if type(exc).__name__ in USER_ERRORS else " (set TASKMINE_DEBUG=1 for the traceback)"

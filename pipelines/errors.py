@@ -43,6 +43,7 @@ def tag_run(context, line: str) -> None:
 
 @contextlib.contextmanager
 def stage_errors(context) -> Iterator[None]:
+    # dagster only when a stage fails: a CLI error prints without loading it
     from dagster import Failure
 
     try:

@@ -12,7 +12,11 @@ from pathlib import Path
 from dagster import ConfigurableResource, EnvVar, InitResourceContext
 from pydantic import PrivateAttr
 
-from core.paths import default_exports
+from core.paths import contain_caches, default_exports
+from environments.sandbox import get_sandbox
+from llm.client import LLM
+from llm.config import LLMConfig
+from warehouse.store import Store
 
 
 class WarehouseResource(ConfigurableResource):
@@ -21,9 +25,6 @@ class WarehouseResource(ConfigurableResource):
     home: str = ""
 
     def store(self):
-        from core.paths import contain_caches
-        from warehouse.store import Store
-
         store = Store(self.home or None)
         contain_caches(store.home)   # runs launched from the UI write their caches under the home too
         return store
@@ -49,8 +50,6 @@ class SandboxResource(ConfigurableResource):
 
     def get(self, home: Path | None = None):
         """The sandbox; `home` (the warehouse's) labels the images it builds so its runs can prune them."""
-        from environments.sandbox import get_sandbox
-
         return get_sandbox(self.kind or os.environ.get("TASKMINE_SANDBOX", "auto"), home=home)
 
 
@@ -81,8 +80,6 @@ class LLMResource(ConfigurableResource):
     _client = PrivateAttr(default=None)
 
     def llm_config(self):
-        from llm.config import LLMConfig
-
         fields = self.model_dump(exclude={"model", "api_base"})
         return LLMConfig.from_env(model=self.model, api_base=self.api_base, **fields)
 
@@ -102,7 +99,5 @@ class LLMResource(ConfigurableResource):
     def client(self):
         """The run's `llm.LLM` (made on first use; `LLM.enabled` is False with no model)."""
         if self._client is None:
-            from llm.client import LLM
-
             self._client = LLM(self.llm_config())
         return self._client

@@ -8,26 +8,30 @@ Each dataset's run holds the dataset's write lock (warehouse.locks) from start t
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
+
+from dagster import DagsterInstance
+
+from graders.stages import funnel
+from pipelines.assets import datasets
+from pipelines.definitions import defs
+from pipelines.errors import ERROR_TAG
+from privacy.withhold import withheld_summary
+from publishing.stages import latest_version
+from warehouse.locks import dataset_lock
+from warehouse.store import Store
+
 
 def run_datasets(names: list[str], repeats: int = 0) -> int:
-    from dagster import DagsterInstance
-
-
     with DagsterInstance.get() as instance:  # disposed at the end: nothing of it outlives the call
         return _run(instance, names, repeats)
 
 
 def _run(instance, names: list[str], repeats: int) -> int:
-    from pipelines.assets import datasets
-    from pipelines.definitions import defs
-    from pipelines.errors import ERROR_TAG
-    from graders.stages import funnel
-    from privacy.withhold import withheld_summary
-    from publishing.stages import latest_version
-    from warehouse.locks import dataset_lock
-    from warehouse.store import Store
-
     instance.add_dynamic_partitions(datasets.name, [n for n in names
                                                     if not instance.has_dynamic_partition(datasets.name, n)])
     job = defs.resolve_job_def("taskmine_job")
@@ -78,8 +82,6 @@ def _withheld_line(w: dict) -> str:
 
 def _descendants(pid: int) -> list[int]:
     """Every process below `pid` (from /proc; children first reached breadth-first)."""
-    import os
-
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -106,11 +108,6 @@ def run_forwarding_signals(cmd: list[str], grace_s: float = 20.0) -> int:
     outlive it; a service manager stops us with SIGTERM. So on SIGTERM, SIGINT or SIGHUP: note every process
     below the child, send the child SIGINT, wait `grace_s`, then SIGTERM (and after 5 s SIGKILL) whatever of
     them is left. Returns the child's exit status (128 + the signal when we were stopped)."""
-    import os
-    import signal
-    import subprocess
-    import time
-
     proc = subprocess.Popen(cmd, start_new_session=True)
     stop: list[int] = []
 

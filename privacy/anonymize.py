@@ -47,7 +47,8 @@ import json
 import os
 import re
 import secrets
-from collections import Counter
+import unicodedata
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -56,7 +57,7 @@ from typing import Any
 
 from privacy import pii, routing
 from privacy.fastscrub import SEP, TermMatcher, norm, term_pattern
-from privacy.identity import Person, fold, is_bot, persons
+from privacy.identity import Person, UnionFind, fold, is_bot, persons
 from privacy.names import (
     LowerCounts,
     Vocabulary,
@@ -74,6 +75,7 @@ from privacy.names import (
     place_after,
     strong_cue,
 )
+from privacy.ner import Found, cue_of, paragraph_offsets, titled_of, to_text
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Identity
 
@@ -1003,8 +1005,6 @@ def _public(domain: str) -> bool:
 
 
 def _strip_accents(text: str) -> str:
-    import unicodedata
-
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
@@ -1021,8 +1021,6 @@ def merge_namesakes(people: list[Person]) -> tuple[list[Person], dict[str, str]]
     person id -> the id it was merged into). Why: the identity graph keeps "Jane Roe <jane@a>" and "Jane Roe
     <jane@b>" apart without an account that anchors them, but a text naming "Jane Roe" cannot say which one
     it means; one pseudonym for both keeps the text readable and consistent, and merging never reveals more."""
-    from privacy.identity import UnionFind
-
     uf = UnionFind()
     by_name: dict[str, str] = {}
     for p in people:
@@ -1258,7 +1256,6 @@ class Anonymizer:
         if not text or not verdicts:
             return []
         from privacy.audit import _digest  # the audit's paragraph digest (audit imports this module's types)
-        from privacy.ner import paragraph_offsets, to_text
 
         edits: list[Edit] = []
         for para, starts in paragraph_offsets(text):
@@ -1333,10 +1330,6 @@ _TECH_SUFFIX = re.compile(r"(?i)(?:file|js|rc|conf|cfg|lib|db|sql|api|sdk|cli|ui
 
 def _plain_found(ner, texts: Iterable[str]) -> Iterator:
     """The plain path (NER on every text whole), each span with its cue as `Ner.found` gives it."""
-    from collections import deque
-
-    from privacy.ner import Found, cue_of, titled_of
-
     pending: deque = deque()
 
     def feed() -> Iterator[str]:

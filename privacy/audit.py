@@ -61,6 +61,12 @@ from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
+from privacy import pii
+from privacy.fastscrub import TermMatcher, norm, order, term_pattern
+from privacy.names import accept_person, fold, person_words, strong_cue
+from privacy.ner import cue_of, paragraphs, titled_of
+from warehouse.ids import sha256_file
+
 if TYPE_CHECKING:
     from privacy.anonymize import Anonymizer, Scrubber
 
@@ -150,8 +156,6 @@ class Rules:
     def __init__(self, known: Iterable[str] = (), *, handles: Iterable[str] = (), own: Iterable[str] = (),
                  patterns: bool = True, secrets: bool = True, keep_email=None, ner=None, vocab=None,
                  seen: set[bytes] | None = None):
-        from privacy.fastscrub import TermMatcher, order, term_pattern
-
         self.strings = order({s for s in known if s and len(s.strip()) >= 3})
         self.handles = order({h for h in handles if h and len(h.strip()) >= 3} - set(self.strings))
         self.index = {s.casefold(): i for i, s in enumerate(self.strings + self.handles)}
@@ -184,8 +188,6 @@ class Rules:
     @classmethod
     def of_scrubber(cls, scrub: Scrubber, ner=None, seen: set[bytes] | None = None) -> Rules:
         """The rules of the dataset a `Scrubber` anonymizes: its known strings and its decisions."""
-        from privacy.fastscrub import order
-
         rules = cls(own=scrub.own_strings(), keep_email=scrub.kept_email, ner=ner, vocab=scrub.vocab, seen=seen)
         rules.scrub = scrub
         rules.orgs = set(scrub.orgs)
@@ -215,6 +217,7 @@ class Rules:
         """The anonymizer's last pass: the edits (`anonymize.Edit`, offsets into `text`, non-overlapping) that
         replace every finding of `spans(text, code=code)` the way the first pass would have (the person's
         pseudonym, a placeholder). Needs rules built from a Scrubber."""
+        # privacy.anonymize imports this module (one detector, convention 20): its edits are read on first use
         from privacy.anonymize import _settle
 
         return _settle([e for _, e in self._candidates(text, None, None, False, code) if e is not None])
@@ -232,8 +235,8 @@ class Rules:
 
     def _terms(self, text: str, code: bool) -> Iterator[tuple[Finding, object]]:
         """The dataset's known strings where the anonymizer's own decision (`Scrubber._term`) replaces them."""
+        # privacy.anonymize imports this module (one detector, convention 20): its edits are read on first use
         from privacy.anonymize import Edit
-        from privacy.fastscrub import norm
 
         scrub = self.scrub
         if scrub._known is None:
@@ -248,23 +251,17 @@ class Rules:
                    Edit(m.start(), m.end(), new, "term", term.person, term.role))
 
     def _listed(self, text: str, whole_field: bool) -> Iterator[tuple[Finding, None]]:
-        from privacy.fastscrub import norm
-
         if self._known is not None:
             for m in self._known.finditer(text):
                 key = norm(m.group(0))
                 yield Finding(m.start(), m.end(), _kind(key), self.index.get(key, -1)), None
         if self._handles is not None:
-            from privacy.names import strong_cue
-
             for m in self._handles.finditer(text):
                 if whole_field and m.start() == 0 and m.end() == len(text) or \
                         strong_cue(text, m.start(), m.end(), "user"):
                     yield Finding(m.start(), m.end(), "username", self.index.get(norm(m.group(0)), -1)), None
 
     def _patterns(self, text: str, secrets: bool, code: bool = False) -> Iterator[tuple[Finding, object]]:
-        from privacy import pii
-
         for sp in pii.find(text):
             if sp.kind.startswith("secret:"):
                 if not secrets:
@@ -278,8 +275,6 @@ class Rules:
         """Whether a recognized span is our own output (a pseudonym's address or user name, a fake domain, an
         opaque id) or something anonymization keeps on purpose (a list's or role's address): the same spans the
         anonymizer's first pass leaves as they are."""
-        from privacy import pii
-
         v = sp.value.casefold()
         if sp.kind == "email":
             address = re.sub(r"\s+at\s+", "@", v, count=1) if "@" not in v else v
@@ -300,7 +295,6 @@ class Rules:
         this audit or the anonymizer's last pass already (their verdict is known). Empty without NER."""
         if self.ner is None:
             return []
-        from privacy.ner import paragraphs
 
         out = []
         for p in paragraphs(text):
@@ -319,9 +313,6 @@ class Rules:
     def people_spans(self, paragraphs: list[str]) -> Iterator[tuple[int, int, int]]:
         """(index in `paragraphs`, start, end) of every person NER tags there that `names.accept_person` accepts
         (the rule `anonymize.discover` applies to the raw text) and that is no pseudonym of ours."""
-        from privacy.names import accept_person, fold, person_words
-        from privacy.ner import cue_of, titled_of
-
         self.ner_read += len(paragraphs)
         for i, spans in enumerate(self.ner.people_and_places(paragraphs)):
             text = paragraphs[i]
@@ -423,8 +414,6 @@ def _audit(root: Path, rules: Rules, report: Report, manifest: bool, limit: int)
 
 def _manifest_problems(root: Path, paths: list[Path]) -> Iterator[tuple[str, str]]:
     """(file, problem) for every file that is not what the manifest says, and every listed file missing."""
-    from warehouse.ids import sha256_file
-
     f = root / "manifest.json"
     if not f.exists():
         yield "manifest.json", "manifest:missing"

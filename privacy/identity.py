@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from extractors.base import registry
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Identity
 
@@ -25,8 +26,6 @@ from warehouse.schemas import Event, Identity
 def directory_sources() -> set[str]:
     """Sources whose accounts are a directory's (one account per person: a tracker's or a chat's users), as their
     extractors declare (`Extractor.directory`); mail senders and git authors are observed, not listed."""
-    from extractors.base import registry
-
     return {reg.cls.source for reg in registry().values() if reg.cls.directory}
 
 

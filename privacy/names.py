@@ -97,6 +97,7 @@ def person_names() -> tuple[frozenset[str], frozenset[str]]:
     """(first names, surnames) of every Faker locale, folded; empty sets when Faker is not installed."""
     if importlib.util.find_spec("faker") is None:
         return frozenset(), frozenset()
+    # Faker's name lists load on first use (no work at import time)
     import faker.providers.person as providers
 
     first: set[str] = set()
@@ -133,6 +134,7 @@ def _lexicon() -> tuple[frozenset[str], tuple[tuple[str, str], ...]]:
     rules: set[tuple[str, str]] = set()
     path = _model_dir()
     if path is not None:
+        # spaCy's data reader, with the word lists, on first use
         import srsly
 
         tables = srsly.msgpack_loads(path.read_bytes())
@@ -157,6 +159,7 @@ def stop_words() -> frozenset[str]:
     m = re.search(r'STOP_WORDS\s*=\s*set\(\s*"""(.*?)"""', path.read_text(encoding="utf-8"), re.S) \
         if path.exists() else None
     if m is None:  # another layout: import it after all
+        # spaCy is slow to import: its stop words load on first use
         from spacy.lang.en.stop_words import STOP_WORDS
 
         return frozenset(STOP_WORDS)
@@ -447,6 +450,7 @@ def _nick_tables() -> tuple[dict[str, frozenset[str]], dict[str, frozenset[str]]
     University's; English given names), folded; empty without the package."""
     if importlib.util.find_spec("nicknames") is None:
         return {}, {}
+    # the nicknames table loads on first use (no work at import time)
     from nicknames import NickNamer
 
     down = {fold(k): frozenset(fold(v) for v in vs) for k, vs in NickNamer.default_lookup().items()}

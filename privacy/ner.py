@@ -32,10 +32,12 @@ import multiprocessing
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from privacy.names import TITLES_RX, strong_cue
 from privacy.pii import Span
 
 
@@ -92,6 +94,7 @@ def load_ner(model: str | None = "en_core_web_sm") -> Ner | None:
     if "ner" not in nlp.pipe_names:
         _status = f"NER off: model {model!r} has no 'ner' component (pipes: {', '.join(nlp.pipe_names)})"
         return None
+    # spaCy is slow to import: only when NER runs
     import spacy
 
     _status = (f"NER on: {source or model} {nlp.meta.get('version', '?')} with spaCy {spacy.__version__}, "
@@ -108,6 +111,7 @@ def _importable(name: str) -> bool:
 
 @lru_cache(maxsize=4)
 def _load(name_or_path: str, is_package: bool) -> Any:
+    # spaCy is slow to import: only when NER runs
     import spacy
 
     if is_package:
@@ -164,8 +168,6 @@ class Ner:
         self.stats = {"paragraphs": 0, "distinct": 0, "read": 0, "read_chars": 0}
         groups = _groups(self._distinct(texts), GROUP_PIECES, GROUP_CHARS)
         if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
-            from concurrent.futures import ProcessPoolExecutor
-
             _WORKER["ner"], _WORKER["batch_size"] = self, batch_size
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
                 results = _bounded_map(pool, _read_group, groups, 2 * workers)
@@ -219,7 +221,6 @@ def titled_of(kind: str, text: str, start: int) -> bool:
     """Whether a person span follows a title ("Mr. ", "Dr ", "Sen. "): see `names.accept_person`."""
     if kind != "person":
         return False
-    from privacy.names import TITLES_RX
 
     return TITLES_RX.search(text, max(0, start - 16), start) is not None
 
@@ -227,8 +228,6 @@ def titled_of(kind: str, text: str, start: int) -> bool:
 def cue_of(kind: str, text: str, start: int, end: int) -> bool:
     """The cue of a span NER tagged in `text` (see `Found`)."""
     if kind == "person":
-        from privacy.names import strong_cue
-
         return strong_cue(text, start, end)
     return bool(_PLACE_BEFORE.search(text, max(0, start - 16), start))
 

@@ -19,7 +19,10 @@ may exist that the manifest does not list; a mismatch is an error naming the fil
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +30,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from environments import actions as A
+from environments import codeenv
+from environments.sandbox import get_sandbox
+from environments.tools import Persona, ToolServer
+from environments.world import World, import_documents
+from graders import replay, verifier
+from graders.rubric import Context, grade
+from graders.trajectory import _checkout
 from warehouse.ids import sha256_file
+from warehouse.schemas import Task
 
 _JSON_COLUMNS = ("world_manifest", "reference", "rubric", "validation", "requester")
 
@@ -106,8 +118,6 @@ class PublishedDataset:
     def as_task(self, task_id: str):
         """The task as the pipeline's `warehouse.schemas.Task` (agent and grader views joined): what graders,
         replays and exporters take."""
-        from warehouse.schemas import Task
-
         t, g = self.task(task_id), self.grading(task_id)
         return Task(task_id=t["task_id"], dataset=t["dataset"], family=t["family"], item_id=t["task_id"],
                     prompt=t["prompt"], cutoff=t["cutoff"], world=self.world(task_id), world_hash=t["world_hash"],
@@ -137,13 +147,6 @@ class PublishedDataset:
         task's environment image (dependencies and the test runner, environments.codeenv) with the repository at
         the base commit in /testbed, from the published bundle. No registry holds it: SWE-bench's harness finds
         it locally and runs `run_instance` against it. Returns the image name."""
-        import subprocess
-        import tempfile
-
-        from environments import codeenv
-        from environments.sandbox import get_sandbox
-        from graders.trajectory import _checkout
-
         inst = next((r for r in self.swebench() if r["task_id"] == self.task(task_id)["task_id"]), None)
         if inst is None:
             raise DatasetError(f"{task_id}: not a code task (no SWE-bench instance)")
@@ -170,25 +173,17 @@ class PublishedDataset:
     def world_file(self, cache: Path | str | None = None) -> Path:
         """The world's documents as a searchable world file, built once in `cache` (default: a folder beside
         the published version, since the version itself is verified against its manifest)."""
-        from environments.world import import_documents
-
         cache = Path(cache) if cache else self.path.parent / f".world-cache-{self.version}"
         return import_documents(self.path / "world" / "documents.jsonl", cache / "world.sqlite")
 
     def view(self, task_id: str, cache: Path | str | None = None):
         """The world as the task's tools show it: nothing after its cutoff, none of its hidden events."""
-        import datetime as dt
-
-        from environments.world import World
-
         world = self.world(task_id)
         return World(self.world_file(cache)).at(dt.datetime.fromisoformat(world["cutoff"]), world.get("hidden") or ())
 
     def tools(self, task_id: str, cache: Path | str | None = None):
         """A `ToolServer` for the task: the company's read and write tools at its cutoff, the action log in
         `.actions` (in-process; no sandbox, no shell)."""
-        from environments.tools import Persona, ToolServer
-
         world = self.world(task_id)
         persona = Persona(**world["persona"]) if world.get("persona") else None
         return ToolServer(self.view(task_id, cache), persona=persona,
@@ -197,8 +192,6 @@ class PublishedDataset:
     def worlds_dir(self, cache: Path | str | None = None) -> Path:
         """The published world as the pipeline's world folder (world.sqlite, world.json, git/<repo>.git), built
         once in `cache`: what an episode (environments.episode) and the code verifier run on."""
-        import subprocess
-
         cache = Path(cache) if cache else self.path.parent / f".world-cache-{self.version}"
         self.world_file(cache)
         repos = {}
@@ -218,9 +211,6 @@ class PublishedDataset:
         applied in an episode of the task, then its verifier phase (graders.verifier: the fix's tests restored
         and run by the sealed runner, FAIL_TO_PASS and PASS_TO_PASS from its signed records). Returns the
         `warehouse.schemas.Validation` (score, checks with explanations, error_class for infrastructure)."""
-        from environments.sandbox import get_sandbox
-        from graders import replay, verifier
-
         task = self.as_task(task_id)
         code = (task.reference or {}).get("code")
         if not code:
@@ -235,9 +225,6 @@ class PublishedDataset:
         fresh tool server first. Returns `graders.rubric.Grade` (score, points, per-check explanations). Judge
         checks are not run (no model here) and are left out of the score. A code task is graded by running its
         tests: `ds.verify(task_id, patch)`."""
-        from environments import actions as A
-        from graders.rubric import Context, grade
-
         g = self.grading(task_id)
         if (g["reference"] or {}).get("code"):
             raise DatasetError(f"{task_id}: a code task is graded by running its tests (the verifier): "
@@ -256,8 +243,6 @@ class PublishedDataset:
     def repositories(self, task_id: str, dest: Path | str) -> list[Path]:
         """The task's repositories under `dest`, exactly as they stood at its cutoff: the published bundle,
         only the task's refs, every object they do not reach removed, the task's head checked out."""
-        import subprocess
-
         world = self.task(task_id)["world_manifest"]
         git = world.get("git") or {}
         out = []

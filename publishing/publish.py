@@ -41,7 +41,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from environments import actions as A
+from environments.world import World, export_documents
+from graders import trajectory
 from privacy import audit
+from privacy.withhold import attribute
 from publishing import card, swe
 from warehouse.ids import canonical_json, content_hash, sha256_file
 from warehouse.schemas import Task
@@ -144,8 +148,6 @@ def agent_world(world: dict) -> dict:
 
 def task_tools(world: dict) -> list[str]:
     """The tools an episode of the task offers (environments.tools.ToolServer.available in a sandbox session)."""
-    from environments import actions as A
-
     if world.get("tools") is not None:
         return sorted(world["tools"])
     names = {n for n, t in A.TOOLS.items() if t.kind != "shell"} | {"shell"}
@@ -174,8 +176,6 @@ def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: st
     task whose lineage or hidden events name it (privacy.withhold.attribute); the version is staged and audited
     again without them (`Published.withheld`). A hit anywhere else (a repository bundle, the card) refuses the
     whole version (LeakError), as does a version every task of which is withheld."""
-    from privacy.withhold import attribute
-
     tasks = sorted(tasks, key=lambda t: t.task_id)
     difficulty, stats, remotes, withheld = difficulty or {}, stats or {}, remotes or {}, withheld or {}
     resistance = resistance or {}
@@ -334,8 +334,6 @@ def write_parquet(path: Path, schema: pa.Schema, rows: list[dict]) -> None:
 def _swe(tasks: list[Task], world_root: Path, dataset: str, remotes: dict[str, str | None]) -> dict[str, dict]:
     """task id -> SWE-bench columns (publishing.swe) of every code task; `environment_setup_commit` is the earliest
     base commit of its version."""
-    from environments.world import World
-
     code = [t for t in tasks if (t.reference or {}).get("code")]
     if not code:
         return {}
@@ -359,8 +357,6 @@ def _swe(tasks: list[Task], world_root: Path, dataset: str, remotes: dict[str, s
 
 
 def _trajectory(t: Task, world_root: Path) -> dict:
-    from graders import trajectory
-
     wf = world_root / "world.sqlite"
     traj = trajectory.oracle(t, wf if wf.exists() else None, world_root / "git")
     return {"task_id": t.task_id, "dataset": t.dataset, "family": t.family, "split": t.split,
@@ -380,8 +376,6 @@ def _count(values: Iterable[str]) -> dict[str, int]:
 def _copy_world(world_root: Path, dst: Path, repos: set[str], drop: set[str] = frozenset()) -> None:
     """The world's documents as JSON lines (but those in `drop`, by event id) and each repository a task uses as
     one deterministic bundle."""
-    from environments.world import export_documents
-
     dst.mkdir(parents=True)
     if (world_root / "world.sqlite").exists():
         export_documents(world_root / "world.sqlite", dst / "documents.jsonl")

@@ -43,6 +43,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from environments import codeenv
 from warehouse.ids import content_hash
 
 # agent-visible SWE-bench columns (the `tasks` files) and grader-only ones (`grading`, `swebench`)
@@ -136,8 +137,6 @@ def eval_script(code: dict, env: dict) -> str:
     """SWE-bench's evaluation script for the task: in /testbed at the base commit with the candidate patch applied,
     reset the test files, apply the test patch, run the test modules with pytest's `-rA` summary between the
     harness's markers (what its `parse_log_pytest` reads), reset the test files again."""
-    from environments import codeenv
-
     files = test_files(code)
     reset = f"git checkout {code['base_commit']} -- " + " ".join(shlex.quote(f) for f in files) if files else "true"
     spec = codeenv.EnvSpec.from_json(env) if env else codeenv.EnvSpec("python")

@@ -92,8 +92,7 @@ from sample.channels import defect_family, write_channels
 from sample.codebase import Codebase, Fn, feature_files, new_fn
 from sample.gitstream import GitCommit, build_repo
 from sample.planted import Planter, leak_commits, plant_jira
-from sample.roster import (DAY, HOUR, Outsider, Person, Pii, Text, make_outsiders, make_roster, mention,
-                           working_time)
+from sample.roster import DAY, HOUR, Outsider, Person, Pii, Text, make_outsiders, make_roster, mention, working_time
 
 JIRA_EXPAND = "renderedFields,names,schema,operations,editmeta,changelog,versionedRepresentations"
 ISSUE_TYPES = {"Bug": "1", "New Feature": "2", "Task": "3", "Improvement": "4"}

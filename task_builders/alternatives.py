@@ -29,6 +29,7 @@ import subprocess
 from pydantic import BaseModel, Field
 
 from environments import actions as A
+from environments.gitworld import GitWorldError, git
 from llm import LLMError
 from llm.anonymized import declare_anonymized, fill, join
 from task_builders.probes import SCALARS, text_of, update, with_text
@@ -106,8 +107,6 @@ def _variants(c: A.JiraUpdate) -> dict:
 
 def _cherry_pick(ctx, d, sha: str, cache: dict) -> str | None:
     """A commit reachable in the draft's repository with the fix's patch-id, other than the fix."""
-    from environments.gitworld import GitWorldError, git
-
     repo = next(iter(d.repos), None)
     info = ctx.repos.get(repo) if repo else None
     if not info:

@@ -59,6 +59,7 @@ from task_builders.signals import (
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Rejection, WorkItem
 
+
 @dataclass(frozen=True)
 class Link:
     commit_event_id: str

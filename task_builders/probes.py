@@ -47,6 +47,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from environments import actions as A
+from environments.gitworld import GitWorldError, git
+from graders import verifier
+from task_builders import verifier_probes
 from warehouse.ids import content_hash
 
 TARGETS = ("key", "message_id", "to", "cc", "channel", "thread_ts")   # where a write goes, not what it says
@@ -477,6 +480,7 @@ class Listing:
     kind the rubric grades and per kind of LISTED, and one naming the commonest of every kind at once."""
 
     def __init__(self, ctx):
+        # families.communication imports this module: a cycle declared in pyproject until families declare probes
         from task_builders.families.communication import Tools
 
         self.prevalence = Tools(ctx).prevalence()
@@ -539,8 +543,6 @@ def _shas_at(ents: Entities, d, exclude: Iterable[str]) -> list[str]:
 
 
 def _parent(ctx, d, sha: str) -> str | None:
-    from environments.gitworld import GitWorldError, git
-
     repo = next(iter(d.repos), None)
     info = ctx.repos.get(repo) if repo else None
     if not info:
@@ -607,9 +609,6 @@ def code_probes(ctx, d, sib) -> list[tuple[str, str]]:
     files the fix changes returning None (Python); the attacks on the verifier itself
     (task_builders.verifier_probes: the report patched, the runner shadowed, the process ended, start-up hooks,
     planted compiled files, the report tampered with)."""
-    from graders import verifier
-    from task_builders import verifier_probes
-
     code = d.meta["code"]
     repo = code["repo"]
     out: list[tuple[str, str]] = []

@@ -135,16 +135,16 @@ def tasks(ctx: RunContext) -> StageResult:
         if name not in enabled:
             continue
         mine = [i for i in items if i.kind in family.kinds]
-        ctx = BuildContext(dataset, events, mine, store.worlds(dataset), config, repos, splits,
-                           World(wf) if wf.exists() else None, sandbox=sandbox, llm=llm)
+        build = BuildContext(dataset, events, mine, store.worlds(dataset), config, repos, splits,
+                             World(wf) if wf.exists() else None, sandbox=sandbox, llm=llm)
         drafts = []
-        for out in family.build(ctx):
+        for out in family.build(build):
             per_family[(name, "candidates")] += 1
             if isinstance(out, Rejection):
                 rejected.append(out)
             else:
                 drafts.append(out)
-        for out in seal(ctx, family, drafts):
+        for out in seal(build, family, drafts):
             if isinstance(out, Task):
                 built.append(out)
                 per_family[(name, "tasks")] += 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,7 +70,6 @@ def build(store: Store, dataset: str) -> WorldBuild:
     # a withheld event (privacy.withhold) is a stub that only keeps its place: the world leaves it out
     path = build_world((e for e in store.iter("anonymized_events", dataset) if not e.withheld), root / "world.sqlite",
                        key, sha_map)
-    import sqlite3
 
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
         docs = con.execute("SELECT COUNT(*) FROM docs").fetchone()[0]

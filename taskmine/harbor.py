@@ -53,7 +53,16 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from environments import codeenv
 from environments.docker_cli import SandboxError, docker, image_id
+from environments.images import _normalized
+from environments.sandbox import DockerSandbox, home_label
+from environments.world import cut_documents, import_documents
+from graders import replay, verifier
+from graders.verifier import blobs, executable
+from publishing.loader import load_dataset
+from task_builders.families import served_tools
+from taskmine.serving import has_repositories, published_difficulty, published_task, task_ids, world_root
 from warehouse.ids import content_hash
 
 RUNTIME = "/opt/taskmine"
@@ -138,8 +147,6 @@ def _runtime_files() -> dict[str, Path]:
 
 def _tar_context(files: dict[str, bytes | Path], modes: dict[str, int] | None = None):
     """A docker build context (owner root, mtime 0) of `files` (name -> bytes or a file to copy), in a temp file."""
-    from environments.images import _normalized
-
     buf = tempfile.TemporaryFile()  # noqa: SIM115 (returned; the caller closes it)
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name in sorted(files):
@@ -222,8 +229,6 @@ def _toml(task, verifier_timeout: float, difficulty: str | None) -> str:
 def _fix_repository(src: Path, commit: str, paths: list[str], dest: Path) -> str:
     """A bare repository at `dest` with one commit whose tree is `paths` of `commit` in `src` (modes kept):
     the verifier's files and nothing else of the fix. Returns the new commit's id."""
-    from graders.verifier import blobs, executable
-
     files = blobs(src, commit, paths)
     execs = executable(src, commit, [p for p, b in files.items() if b is not None])
     env = {**os.environ, "GIT_AUTHOR_NAME": "taskmine", "GIT_AUTHOR_EMAIL": "taskmine@invalid",
@@ -280,11 +285,6 @@ class Exported:
 
 def export_task(ds, task_id: str, out: Path, *, sandbox, worlds: Path, labels: dict[str, str]) -> Exported:
     """Write one task's folder under `out` (see the module docstring)."""
-    from environments.world import cut_documents, import_documents
-    from graders import replay, verifier
-    from task_builders.families import served_tools
-    from taskmine.serving import has_repositories, published_difficulty, published_task
-
     task = published_task(ds, task_id)
     spec = verifier.spec_of(task)
     parent = verifier.environment(spec, sandbox, worlds) if spec else sandbox.base_image
@@ -331,7 +331,6 @@ def export_task(ds, task_id: str, out: Path, *, sandbox, worlds: Path, labels: d
         base.parent.mkdir(parents=True, exist_ok=True)     # what may shadow a module because it was there
         base.write_text(json.dumps(verifier.base_paths(worlds, worlds / "git" / f"{spec.repo}.git",
                                                        spec.base_commit)))
-        from environments import codeenv
 
         _env_metadata(codeenv.install(spec.env_spec, verifier.env_cache(worlds)),
                       tests / "world" / "envs" / spec.env_spec.key())
@@ -347,10 +346,6 @@ def export_task(ds, task_id: str, out: Path, *, sandbox, worlds: Path, labels: d
 def export(published: Path | str, out: Path | str, *, tasks: list[str] | None = None, home: Path | None = None,
            progress=lambda _m: None) -> list[Exported]:
     """Every task of a published dataset (or `tasks`) as a Harbor task folder under `out`."""
-    from environments.sandbox import DockerSandbox, home_label
-    from publishing.loader import load_dataset
-    from taskmine.serving import task_ids, world_root
-
     ds = load_dataset(published)
     labels = {"taskmine.home": home_label(home)} if home else {}
     sandbox = DockerSandbox(image_labels=labels)

@@ -30,6 +30,7 @@ VERIFIER_DIR = Path("/logs/verifier")
 
 
 def serve() -> int:
+    # in the task's container: `serve` loads only the tool server, `grade` the graders
     from environments import actions as A
     from environments.episode import tool_server
     from environments.tools import SOCKET_NAME, ToolSocket
@@ -86,6 +87,7 @@ def _stop_the_agent() -> None:
 
 
 def grade(tests: Path) -> int:
+    # in the task's container: `serve` loads only the tool server, `grade` the graders
     from environments import actions as A
     from environments.sandbox import InPlaceSession
     from environments.world import World

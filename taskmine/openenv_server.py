@@ -27,6 +27,7 @@ from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field
 
+from publishing.loader import load_dataset
 from taskmine import serving
 
 MAX_STEPS = 200
@@ -72,7 +73,6 @@ class TaskEnvironment(Environment[ToolCall, TaskObservation, TaskState]):
     def __init__(self, published, sandbox: str = "auto", home: Path | None = None, llm=None):
         """`published`: a loaded dataset (shared by the sessions: read only) or its folder."""
         super().__init__()
-        from publishing.loader import load_dataset
 
         self.ds = load_dataset(published) if isinstance(published, (str, Path)) else published
         self.sandbox, self.home, self.llm = sandbox, home, llm
@@ -139,9 +139,8 @@ class TaskEnvironment(Environment[ToolCall, TaskObservation, TaskState]):
 
 def app(published: Path | str, *, sandbox: str = "auto", home: Path | None = None, max_sessions: int = 4, llm=None):
     """The FastAPI app of OpenEnv's server for a published dataset (one TaskEnvironment per WebSocket session)."""
+    # the HTTP server: only for `taskmine serve --openenv`
     from openenv.core.env_server.http_server import create_fastapi_app
-
-    from publishing.loader import load_dataset
 
     ds = load_dataset(published)       # verified once (a bad folder fails now, in one line); sessions share it
     serving.world_root(ds)             # the world folder made once, before the first session
@@ -150,6 +149,7 @@ def app(published: Path | str, *, sandbox: str = "auto", home: Path | None = Non
 
 
 def serve(published: Path | str, *, host: str = "127.0.0.1", port: int = 8000, **kwargs) -> None:
+    # the HTTP server: only for `taskmine serve --openenv`
     import uvicorn
 
     uvicorn.run(app(published, **kwargs), host=host, port=port, log_level="warning")

@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from warehouse.schemas import Event, Task
+from environments.sandbox import get_sandbox
+from extractors import detect
+from extractors.base import says_where
+from graders import replay
+from llm import LLM
+from warehouse.schemas import Event, Quarantine, Task, to_table
 from warehouse.store import Store
 
 
@@ -26,9 +31,6 @@ def find_task(store: Store, prefix: str, dataset: str | None = None) -> Task:
 
 def replay_task(prefix: str, agent: str, dataset: str | None = None, sandbox_kind: str = "auto",
                 timeout_s: float = 120.0) -> int:
-    from environments.sandbox import get_sandbox
-    from graders import replay
-
     store = Store()
     try:
         task = find_task(store, prefix, dataset)
@@ -37,7 +39,6 @@ def replay_task(prefix: str, agent: str, dataset: str | None = None, sandbox_kin
     sandbox = get_sandbox(sandbox_kind, home=store.home)
     kind, command = replay.agent_command(task, agent)
     print(f"task {task.task_id} ({task.family}) in {sandbox.kind}: {kind}: {command[:200]}", flush=True)
-    from llm import LLM
 
     llm = LLM.from_env()      # TASKMINE_LLM_MODEL: judge checks and the simulated requester; unset: no model
     seen: list = []
@@ -78,10 +79,6 @@ def check_export(path: Path) -> int:
     .zip, an .mbox, a Jira JSON), and whether the rows keep the extractor contract (schema-valid, unique
     and stable ids, identity conventions, quarantine says where), without writing anything. Exit 1 when a
     contract check fails."""
-    from extractors import detect
-    from extractors.base import says_where
-    from warehouse.schemas import Quarantine, to_table
-
     path = path.resolve()
     plan = detect.plan(path)
     base = path.parent if path.is_file() else path
@@ -136,8 +133,6 @@ def check_export(path: Path) -> int:
 
 
 def _schema_problems(to_table, events, quarantined) -> Counter:
-    from warehouse.schemas import Event, Quarantine
-
     out: Counter = Counter()
     for model, rows in ((Event, events), (Quarantine, quarantined)):
         try:

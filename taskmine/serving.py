@@ -29,6 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from environments.episode import Episode, tool_server
+from environments.sandbox import SandboxError, get_sandbox
+from environments.tools import Result
+from graders import replay, verifier
+from publishing.loader import load_dataset
+from task_builders.families import served_tools
 from warehouse.schemas import Task
 
 # --- reading the published files (the one place; see the module docstring) ---------------------------------
@@ -126,14 +132,8 @@ class TaskSession:
         self.close()
 
     def open(self) -> None:
-        from environments.episode import Episode, tool_server
-        from task_builders.families import served_tools
-
         self.worlds = world_root(self.ds, self.cache)
         if has_repositories(self.task):
-            from environments.sandbox import get_sandbox
-            from graders import verifier
-
             box = get_sandbox(self.sandbox_kind, home=self.home)
             spec = verifier.spec_of(self.task)
             image = verifier.environment(spec, box, self.worlds) if spec else None
@@ -162,8 +162,6 @@ class TaskSession:
 
     def call(self, name: str, arguments: dict | None):
         if self.graded is not None:
-            from environments.tools import Result
-
             return Result("the task is finished (graded); reset to start again", error=True)
         return self.tools.call(name, arguments or {})
 
@@ -177,7 +175,6 @@ class TaskSession:
         verifier ends the agent's processes and writes the hidden tests into its work tree."""
         if self.graded is not None:
             return self.graded
-        from graders import replay, verifier
 
         extra: dict[str, Any] = {}
         spec = verifier.spec_of(self.task)
@@ -185,7 +182,6 @@ class TaskSession:
             if self.episode is None or self.episode.session is None:
                 self.graded = Graded(None, "", error_class="infra", message="no sandbox session to verify in")
                 return self.graded
-            from environments.sandbox import SandboxError
 
             try:
                 extra["verifier"] = verifier.verify(self.episode.session, spec, self.worlds)
@@ -203,7 +199,5 @@ class TaskSession:
 @contextlib.contextmanager
 def session(published: Path | str, task_id: str, **kwargs):
     """`with session(DIR, ID) as s:` a TaskSession of a published dataset folder."""
-    from publishing.loader import load_dataset
-
     with TaskSession(load_dataset(published), task_id, **kwargs) as s:
         yield s

@@ -50,6 +50,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from warehouse.ids import canonical_json
 
 if TYPE_CHECKING:
     from warehouse.store import Store
@@ -137,10 +141,12 @@ def load_model():
     path = verify(model_dir())
     offline()
     try:
+        # torch and sentence-transformers are heavy: loaded only when embeddings are computed
         import torch
     except ImportError:
         raise ModelError("torch is not installed in this environment (it is installed outside uv.lock, so a "
                          "plain `uv sync` removes it); run `bash scripts/setup.sh`") from None
+    # torch and sentence-transformers are heavy: loaded only when embeddings are computed
     from huggingface_hub.utils import are_progress_bars_disabled
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
@@ -153,6 +159,7 @@ def load_model():
         if bars[0]:
             hf_logging.enable_progress_bar()
             if bars[1]:
+                # torch and sentence-transformers are heavy: loaded only when embeddings are computed
                 from huggingface_hub.utils import disable_progress_bars
 
                 disable_progress_bars()
@@ -181,6 +188,7 @@ def embed(texts: list[str], *, batch_size: int = 64) -> np.ndarray:
 
 def _encode(model, texts: list[str], batch_size: int) -> np.ndarray:
     """Distinct texts -> unit vectors: ordered by token count, longest first, so a batch pads little."""
+    # torch and sentence-transformers are heavy: loaded only when embeddings are computed
     import torch
 
     texts = [_utf8(t) for t in texts]
@@ -210,8 +218,6 @@ def _utf8(text: str) -> str:
 def text_hash(text: str, model_id: str = MODEL_ID) -> str:
     """The cache key of `text` under `model_id`: warehouse.ids.content_hash("embedding", model_id, text)
     (computed here so that a lone surrogate cannot break it)."""
-    from warehouse.ids import canonical_json
-
     return hashlib.sha256(canonical_json(["embedding", model_id, text]).encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -219,9 +225,6 @@ def embed_cached(store: Store, dataset: str, texts: list[str], *,
                  batch_size: int = 64) -> tuple[np.ndarray, dict[str, Any]]:
     """(vectors in input order, stats): vectors the dataset's `embeddings` partition holds are read, the rest
     embedded (the model loads only then) and appended. stats: texts, unique, cached, embedded, seconds."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     t0 = time.perf_counter()
     keys = [text_hash(t) for t in texts]
     first: dict[str, int] = {}
@@ -259,9 +262,6 @@ def embed_cached(store: Store, dataset: str, texts: list[str], *,
 
 def _matrix(vectors) -> np.ndarray:
     """A list<float32> column of DIM-long vectors -> float32 (n, DIM) without a Python float per number."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     array = vectors.combine_chunks() if isinstance(vectors, pa.ChunkedArray) else vectors
     if len(array) and pc.any(pc.not_equal(pc.list_value_length(array), DIM)).as_py():
         raise ValueError(f"table {TABLE}: a stored vector is not {DIM} long")

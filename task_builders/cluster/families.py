@@ -57,6 +57,7 @@ class Families:
 
 
 def _agglomerative(x: np.ndarray, distance: float) -> np.ndarray:
+    # scikit-learn is heavy: loaded only when clustering runs
     from sklearn.cluster import AgglomerativeClustering, KMeans
 
     if len(x) == 1:
@@ -72,6 +73,7 @@ def _agglomerative(x: np.ndarray, distance: float) -> np.ndarray:
 
 
 def _hdbscan(x: np.ndarray, min_cluster_size: int, attach: float = 0.5) -> np.ndarray:
+    # scikit-learn is heavy: loaded only when clustering runs
     from sklearn.cluster import HDBSCAN
 
     if len(x) < max(2, min_cluster_size):

@@ -20,6 +20,7 @@ import numpy as np
 
 from core.config import DatasetConfig
 from task_builders.cluster.dedup import near_duplicate_groups
+from task_builders.cluster.embed import embed_cached
 from task_builders.cluster.families import cluster, gist
 from task_builders.cluster.plot import family_map, project
 from task_builders.cluster.splits import assign_splits, canary
@@ -40,8 +41,6 @@ def organize(store, dataset: str, items: Sequence[WorkItem], events: Mapping[str
              config: DatasetConfig, embed=None) -> Organized:
     """Cluster rows for `items`. `embed(texts) -> (vectors, stats)` defaults to the warehouse cache."""
     if embed is None:
-        from task_builders.cluster.embed import embed_cached
-
         def embed(texts):
             return embed_cached(store, dataset, texts)
 

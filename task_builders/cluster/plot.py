@@ -19,6 +19,7 @@ def project(vectors: np.ndarray) -> np.ndarray:
     which keeps families apart on the map; above that, or below 6 points, the first two principal
     components."""
     if 6 <= len(vectors) <= TSNE_MAX:
+        # scikit-learn and matplotlib are heavy: loaded only when the map is drawn
         from sklearn.manifold import TSNE
 
         xy = TSNE(n_components=2, perplexity=min(30.0, (len(vectors) - 1) / 3), init="pca", random_state=0,
@@ -44,9 +45,11 @@ def family_map(xy: np.ndarray, labels: Sequence[int], names: Sequence[str], size
                title: str) -> bytes:
     """PNG bytes: one dot per distinct request (size grows with its near-duplicate count), coloured by
     family; the largest families are named at their centroid."""
+    # scikit-learn and matplotlib are heavy: loaded only when the map is drawn
     import matplotlib
 
     matplotlib.use("Agg")
+    # scikit-learn and matplotlib are heavy: loaded only when the map is drawn
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 6.5), dpi=90)

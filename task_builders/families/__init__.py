@@ -37,9 +37,15 @@ from environments import actions as A
 from environments.gitworld import Branches, GitWorldError, refs_at, verify_refs
 from environments.tools import Persona, ToolServer
 from environments.world import World, WorldView
+from graders.communication import judge_agreement, judge_context
 from graders.rubric import Context, Rubric, grade
+from task_builders.alternatives import add_alternatives
 from task_builders.cluster.splits import canary
-from task_builders.probes import Probe  # the shared piece lives below the families that use it
+from task_builders.probes import (
+    Probe,  # the shared piece lives below the families that use it
+    catalogue,
+    redraw_constants,
+)
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Rejection, Task, WorkItem
 
@@ -170,9 +176,6 @@ def seal(ctx: BuildContext, family: Family, drafts: list[Draft]) -> Iterator[Tas
     self-replay of the reference, the null and the probes (the family's and the generated catalogue,
     task_builders.probes), the valid alternatives (task_builders.alternatives: graded and kept, never a reason to
     reject), the id."""
-    from task_builders.alternatives import add_alternatives
-    from task_builders.probes import catalogue
-
     catalogue(ctx, family, drafts)
     add_alternatives(ctx, family, drafts)
     branches: dict[str, Branches] = {}
@@ -235,8 +238,6 @@ def seal(ctx: BuildContext, family: Family, drafts: list[Draft]) -> Iterator[Tas
     yield from settle(ctx, family, sealed)
     for d, git_world, world_view, context in sealed:
         if context.judge is not None and any(c.kind == "judge" for c in d.rubric.checks):
-            from graders.communication import judge_agreement
-
             runs = {"oracle": replay_log(world_view, d)}
             runs.update({f"probe:{p.name}": replay_log(world_view, d, p.calls) for p in d.probes if p.command is None})
             d.meta["judge_agreement"] = judge_agreement(d.rubric, runs, world_view, ctx.llm)
@@ -249,8 +250,6 @@ def settle(ctx: BuildContext, family: Family, kept: list) -> Iterator[Rejection]
     passes: a lab trains on the published set, so its best constant is that set's, and dropping the tasks one
     constant solved can make another constant the commonest. Removes from `kept` (in place) and yields a rejection
     for every draft such a probe passes."""
-    from task_builders.probes import redraw_constants
-
     while kept:
         changed = redraw_constants(ctx, family, [k[0] for k in kept])
         failing = []
@@ -311,8 +310,6 @@ def _show(token: str) -> str:
 
 def grading_context(view: WorldView | None, llm=None) -> Context:
     """The context a task is graded in: its world view, and the model judge when a model is configured."""
-    from graders.communication import judge_context
-
     return judge_context(view, llm)
 
 

@@ -56,6 +56,10 @@ from environments.docker_cli import SandboxError
 from environments.gitworld import Branches, GitWorldError, git
 from graders import verifier
 from graders.rubric import CheckSpec, Rubric
+from llm.anonymized import declare_anonymized
+from llm.client import LLM
+from llm.errors import LLMError
+from llm.problem import problem_statement
 from task_builders.families import (
     READ_TOOLS,
     REPO_TOOLS,
@@ -353,14 +357,8 @@ class CodeChange(Family):
         evidence = _evidence(f2p, messages, sources)
         llm = ctx.llm
         if llm is None:
-            from llm.client import LLM
-
             llm = LLM.from_env()
         if llm.enabled:
-            from llm.anonymized import declare_anonymized
-            from llm.errors import LLMError
-            from llm.problem import problem_statement
-
             try:  # test sources come from the anonymized world repository; failure messages from running them
                 text = problem_statement(llm, declare_anonymized(evidence, source="code_change: failing tests of "
                                                                  "the anonymized world repository"))

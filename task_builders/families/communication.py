@@ -40,8 +40,11 @@ from environments import actions as A
 from environments.tools import Persona
 from environments.world import ShaTranslator
 from graders import facts as F
+from graders.communication import MIN_OTHERS, PROSE_WORDS, plain_words
 from graders.rubric import CheckSpec, Rubric
+from llm import LLMError, declare_anonymized, rewrite_instruction
 from task_builders.families import BuildContext, Draft, Family, Probe
+from task_builders.prevalence import Prevalence
 from task_builders.signals import new_text, person_of
 from warehouse.schemas import Event, Rejection, WorkItem
 
@@ -64,8 +67,6 @@ SOURCE = "anonymized_events: text of an anonymized event, read by a communicatio
 
 def anonymized(text: str):
     """Text of anonymized events, declared as such for the LLM layer (the boundary the LLM layer names)."""
-    from llm import declare_anonymized
-
     return declare_anonymized(text, source=SOURCE)
 
 
@@ -204,8 +205,6 @@ class Communication(Family):
         values of their kind, so that a list of them short enough to be credited (fewer than MIN_OTHERS wrong
         values, graders.communication) holds them: rank <= MIN_OTHERS - 1 + the values of that kind the real
         reply names. Such a fact is no evidence of an answer and is not graded."""
-        from graders.communication import MIN_OTHERS
-
         prev = tools.prevalence()
         t = ex.cutoff.timestamp()
         total = prev.documents(t)
@@ -260,7 +259,6 @@ class Communication(Family):
             # facts count in a reply only: not in a keyword list, not in a text naming everything at once
             # (a real note that is itself mostly code or a list of versions sets a lower bar: as many ordinary
             # words as it has, at least one; on the real Jira sample 2 of 11 notes had 1 and 2)
-            from graders.communication import PROSE_WORDS, plain_words
 
             cap = max(MIN_MENTIONS, 3 * len({f.text.casefold() for f in F.extract(ex.reply_text)}))
             least = max(1, min(PROSE_WORDS, plain_words(ex.reply_text)))
@@ -305,7 +303,6 @@ class Communication(Family):
         llm = ctx.llm
         if llm is None or not getattr(llm, "enabled", False):
             return template, "template (no model configured)"
-        from llm import LLMError, rewrite_instruction
 
         try:
             text = rewrite_instruction(llm, anonymized(ex.request_text[:MAX_TEXT]),
@@ -436,8 +433,6 @@ class Tools:
     def prevalence(self):
         """How common each fact is in the world (task_builders.prevalence), counted once per dataset."""
         if self._prevalence is None:
-            from task_builders.prevalence import Prevalence
-
             key = (self.ctx.dataset, self.ctx.world.key() if self.ctx.world else None, len(self.ctx.events))
             if _PREVALENCE.get("key") != key:
                 _PREVALENCE.clear()

@@ -17,6 +17,7 @@ from graders import facts as F
 from graders.rubric import CheckSpec
 from task_builders.families import READ_TOOLS, BuildContext, register_family
 from task_builders.families.communication import Communication, Exchange, Tools, thread_addresses
+from task_builders.mining import NOTE_HINT
 from task_builders.signals import new_text
 from warehouse.schemas import Event, Rejection, WorkItem
 
@@ -64,8 +65,6 @@ def not_a_note(text: str, issue: Event, tools: Tools) -> str | None:
     NOTE_HINT, the words the mining stage takes a late note by), names a commit, a version, an issue or a link
     (a pull request), or talks about the ticket's own subject (two words of its summary). A question handing the
     ticket to someone ("can you take a look?") is none of these."""
-    from task_builders.mining import NOTE_HINT
-
     personal = sorted({p for p in F.PLACEHOLDER.findall(text) if p.strip("[]") in PERSONAL})
     if personal:
         return f"it carries redacted personal data ({', '.join(personal[:3])}): another matter, not the resolution"

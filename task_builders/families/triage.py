@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from environments.actions import JiraUpdate
 from graders.rubric import CheckSpec, Rubric
 from task_builders.families import READ_TOOLS, WITHHELD_RECORD, BuildContext, Draft, Family, Probe, register_family
+from task_builders.probes import constants
 from warehouse.schemas import Event, Rejection
 
 MIN_WEIGHT = 0.1   # the least a field weighs, however often a constant answer gets it right
@@ -210,8 +211,6 @@ def weigh(drafts: list[Draft]) -> list[Draft]:
     s > 1/2 of the drafts grading it weighs 2(1 - s) (at least MIN_WEIGHT), so the same values on every ticket
     earn less than half on average (the constant_values probe, task_builders.probes, rejects a task it still
     passes). Ties between values go to the earliest draft's, never to the alphabet (an assignee is a pseudonym)."""
-    from task_builders.probes import constants
-
     if not drafts:
         return drafts
     best = constants(drafts)
