@@ -77,3 +77,10 @@ def test_an_import_inside_a_function_says_why():
             missing += [f"{rel}:{line}: {stmt}" for line, stmt in _late_imports(path)]
     assert not missing, ("imports inside functions without a comment that says why (move them to the top of "
                          "the module, or say why they are late):\n" + "\n".join(missing))
+
+
+def test_the_architecture_document_draws_the_layers_of_the_contract():
+    doc = (ROOT / "docs" / "architecture.md").read_text().split("## Layers", 1)[1]
+    drawn = doc.split("```", 2)[1].strip().splitlines()
+    layers = next(c for c in CONFIG["tool"]["importlinter"]["contracts"] if c["type"] == "layers")["layers"]
+    assert [" | ".join(line.split("  ")[0].split(" | ")).strip() for line in drawn] == layers
