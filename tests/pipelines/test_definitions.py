@@ -2,7 +2,14 @@
 
 import shutil
 
-from dagster import DagsterInstance, Definitions, build_schedule_context, build_sensor_context
+from dagster import (
+    AssetCheckKey,
+    AssetKey,
+    DagsterInstance,
+    Definitions,
+    build_schedule_context,
+    build_sensor_context,
+)
 
 from pipelines.assets import STAGES, datasets
 from pipelines.automation import daily_changed_datasets, new_export_folders
@@ -75,3 +82,21 @@ def test_the_funnel_never_reads_a_share_above_100_percent_for_candidates():
         {"events": 269, "work_items": 42, "candidates": 74, "tasks": 26, "validated": 26, "published": 26})}
     assert rows["candidates"] == "1.76 per work item" and rows["tasks"] == "35%" and rows["published"] == "100%"
     assert not any(v.endswith("%") and int(v[:-1]) > 100 for v in rows.values() if v)
+
+
+def test_the_assets_and_checks_are_the_stage_table():
+    """pipelines/ generates every asset and check from taskmine.flow.STAGES: same names, groups, descriptions,
+    dependencies, resources and blocking gates; nothing else is defined."""
+    from taskmine import flow
+
+    graph = defs.resolve_asset_graph()
+    for s in flow.STAGES:
+        node = graph.get(AssetKey(s.name))
+        assert {k.to_user_string() for k in node.parent_keys} == set(flow.after(s))
+        assert node.group_name == s.group and node.description == s.description
+        spec = next(a for a in STAGES if AssetKey(s.name) in a.keys)
+        assert set(spec.required_resource_keys) - {"io_manager"} == {"warehouse", "exports", *s.uses}
+        for c in s.checks:
+            assert graph.get_check_spec(AssetCheckKey(AssetKey(s.name), c.name)).blocking == c.blocking
+    assert len(list(graph.get_all_asset_keys())) == len(flow.STAGES)
+    assert len(graph.asset_check_keys) == sum(len(s.checks) for s in flow.STAGES)
