@@ -137,7 +137,6 @@ def cmd_query(args) -> int:
     # on demand: `taskmine --help` loads neither Dagster nor the stages
     import duckdb
 
-    # on demand: `taskmine --help` loads neither Dagster nor the stages
     from warehouse.store import Store
 
     store = Store()
@@ -287,7 +286,6 @@ def cmd_serve(args) -> int:
     # on demand: `taskmine --help` loads neither Dagster nor the stages
     import json
 
-    # on demand: `taskmine --help` loads neither Dagster nor the stages
     import anyio
 
     _env(args)

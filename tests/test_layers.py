@@ -58,8 +58,10 @@ def _late_imports(path: Path) -> list[tuple[int, str]]:
                 continue
             seen.add(node.lineno)
             first = node.lineno - 1
-            while first > 0 and lines[first - 1].strip().startswith(("import ", "from ")):
-                first -= 1          # the top of this block of imports
+            while first > 0 and (lines[first - 1].strip().startswith(("import ", "from ")) or (
+                    not lines[first - 1].strip() and first > 1
+                    and lines[first - 2].strip().startswith(("import ", "from ")))):
+                first -= 1          # the top of this block of imports (its groups apart by a blank line)
             block = lines[first:node.end_lineno]
             above = lines[first - 1].strip() if first > 0 else ""
             if not (above.startswith("#") or any("#" in line for line in block)):
