@@ -48,14 +48,13 @@ def test_real_exports_give_tasks_of_the_mail_and_tracker_families(built):
     store, tasks = built
     per_family = Counter(t.family for ts in tasks.values() for t in ts)
     assert {"email_reply", "resolution_note"} <= set(per_family), per_family
-    # the real chats' answers that had a fact were the links the channel names most: a reply listing the three
-    # commonest links states them, so they are not graded (issue 18) and no chat task is built; every question
-    # is rejected with its reason
+    # most answers of the real chats state no fact the world held at the question, or only the links the channel
+    # names most (a reply listing the three commonest states them: not graded, issue 18); when no chat task is
+    # built, every question is rejected with its reason
     if "chat_answer" not in per_family:
         chats = [r for ds in tasks for r in store.read("rejections", ds) if r.family == "chat_answer"
                  and r.stage == "candidates"]
         assert chats and all(r.reason for r in chats)
-        assert any("common in the world" in r.detail for r in chats)
 
 
 def score(task, view, calls):
