@@ -89,13 +89,11 @@ def oracle_and_null(context: AssetCheckExecutionContext, warehouse: WarehouseRes
     missing = [t.task_id for t in tasks if t.task_id not in verdicts]
     infra = [tid for tid, (_, reason) in verdicts.items() if reason.startswith("infra")]
     valid = sum(1 for t in tasks if verdicts.get(t.task_id, (False,))[0])
-    if not tasks:
-        why = "no task was built from this dataset (see the funnel and the rejections table); nothing to publish"
-    elif missing or infra:
+    if missing or infra:
         why = (f"{len(missing)} tasks not replayed, {len(infra)} with infrastructure errors (e.g. "
                f"{verdicts[infra[0]][1][:160] if infra else missing[0][:12]}); fix the sandbox and re-run")
     elif not valid:
-        why = f"none of the {len(tasks)} tasks passed validation (see the rejections table); nothing to publish"
+        why = f"{flow.nothing_valid(store, ds)}; nothing to publish"
     else:
         why = f"{valid} of {len(tasks)} tasks valid"
     return _verdict(context, bool(tasks) and not missing and not infra and valid > 0, why,

@@ -862,6 +862,28 @@ def funnel(store: Store, dataset: str) -> dict[str, int]:
             "validated": sum(1 for t in all_tasks if verdicts.get(t.task_id, (False,))[0])}
 
 
+def nothing_valid(store: Store, dataset: str) -> str | None:
+    """Why the dataset has no valid task, in one line that names the commonest reasons (the rejections of the
+    candidates, or the verdicts of the validated tasks), or None when one is valid. What the gate and publish
+    say when a dataset gives nothing: the user sees what to change without opening a table."""
+    all_tasks = store.read("tasks", dataset)
+    verdicts = verdicts_by_task(store.read("validations", dataset), all_tasks)
+    if any(verdicts.get(t.task_id, (False,))[0] for t in all_tasks):
+        return None
+    if all_tasks:
+        # a verdict's kind: its words before the first score ("oracle scored", "probe passes: listing_url scored")
+        why = Counter(re.split(r"[\d(\[]", verdicts.get(t.task_id, (False, "not replayed"))[1])[0].strip(" :")[:80]
+                      for t in all_tasks)
+        return (f"none of its {len(all_tasks)} tasks passed validation ("
+                + ", ".join(f"{n} {k}" for k, n in why.most_common(3)) + "; see the rejections table)")
+    rejected = [r for r in store.read("rejections", dataset) if r.stage == "candidates"]
+    if not rejected:
+        return "no task was built from it: no work item is a candidate of an enabled family (see the funnel)"
+    why = Counter(f"{r.family}: {r.reason}" for r in rejected)
+    return (f"no task was built from it: all {len(rejected)} candidates rejected ("
+            + ", ".join(f"{n} {k}" for k, n in why.most_common(3)) + "; see the rejections table)")
+
+
 def provenance(store: Store, dataset: str, config: DatasetConfig) -> list[publishing.Provenance]:
     """Per source of the dataset's anonymized events: how many, the first and last date, its licence (config)."""
     import duckdb
@@ -943,9 +965,7 @@ def publish(store: Store, dataset: str, config: DatasetConfig | None = None
         if problem:
             raise PublishRefused(f"{dataset}: {problem}; {keep}")
         if not valid:
-            why = (f"none of its {len(all_tasks)} tasks passed validation (see the rejections table)"
-                   if all_tasks else "no task was built from it (see the funnel and the rejections table)")
-            raise PublishRefused(f"{dataset}: {why}; {keep}")
+            raise PublishRefused(f"{dataset}: {nothing_valid(store, dataset)}; {keep}")
         out_of_band = retired(valid, vals, config)
         record_rejections(store, dataset, "published", [
             Rejection(dataset=dataset, stage="published", family=t.family, subject_id=t.task_id,
