@@ -121,9 +121,14 @@ SHINGLE = 5              # words in a shingle of quoted text (finding the messag
 MIN_QUOTED = 3           # shared shingles that make a message the one a reply quotes
 COMMON_SHINGLE = 20      # a shingle in more messages than this is boilerplate (a list footer), not evidence
 QUOTE_WINDOW = dt.timedelta(days=60)
+# the words of a resolution: what people write when they fix, merge or close, and the resolutions trackers name
+# (Jira's defaults: Fixed, Won't Fix, Won't Do, Duplicate, Incomplete, Cannot Reproduce, Done, Declined, Obsolete;
+# Bugzilla's FIXED, INVALID, WONTFIX, DUPLICATE, WORKSFORME; GitHub's completed, not planned, duplicate), written
+# as a word, with spaces or as one token ("WONTFIX (not needed for the release)")
 NOTE_HINT = re.compile(r"\b(fix(ed|es)?|merged?|verified|validated|closing|closed|resolv(ed|ing)|duplicate|"
-                       r"won'?t fix|cannot reproduce|can'?t reproduce|works (as|for me)|released|landed|"
-                       r"pull request|pr\b|committed|reverted|not a bug|invalid|done)", re.I)
+                       r"won'?t ?(fix|do)|cannot reproduce|can'?t reproduce|works ?(as|for ?me)|released|landed|"
+                       r"pull request|pr\b|committed|reverted|not a bug|invalid|done|obsolete(d)?|superseded|"
+                       r"declined|not planned|out of scope)", re.I)
 
 
 def build_work_items(dataset: str, events: list[Event], links: Iterable = (),
