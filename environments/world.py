@@ -37,13 +37,17 @@ from typing import Any
 from warehouse.ids import content_hash
 from warehouse.schemas import Event
 
-WORLD_VERSION = 3   # 3: documents say whether a machine wrote them (`automated`)
+WORLD_VERSION = 4   # 3: documents say whether a machine wrote them (`automated`); 4: a ticket's references
 UTC = dt.UTC
 
 # What each event kind is in the world. A new connector whose events use these kinds is served as is.
 ISSUE_KINDS = {"issue_created", "pr_created"}
 COMMENT_KINDS = {"comment"}
-CHANGE_KINDS = {"field_changed"}
+# a ticket's history: its field changes, and the commits and other tickets that referenced it (a tracker's
+# timeline: "referenced this issue in commit 1a2b3c4", "mentioned this in #217"), which the tracker showed its
+# readers as they happened; such a change's text is the commit or ticket it names, so search finds it
+REFERENCE_KINDS = {"referenced", "cross_reference"}
+CHANGE_KINDS = {"field_changed", *REFERENCE_KINDS}
 MAIL_KINDS = {"email"}
 CHAT_KINDS = {"message", "bot_message", "channel_join", "channel_leave", "channel_topic", "channel_purpose",
               "file_share", "thread_broadcast"}
@@ -313,6 +317,12 @@ def _doc_row(e: Event, cls: str, translate: ShaTranslator) -> tuple:
     elif cls in ("comment", "change"):
         place = ""
         meta = {k: a.get(k) for k in ("field", "fromString", "toString", "from", "to", "event") if k in a}
+        if e.kind in REFERENCE_KINDS:
+            source = a.get("source")
+            named = {"commit": translate(e.artifacts[0]) if e.artifacts else None,
+                     "source": source.get("ref") if isinstance(source, dict) else None}
+            meta.update({k: v for k, v in named.items() if v})
+            e = e.model_copy(update={"body": e.body or " ".join(v for v in named.values() if v)})
     elif cls == "mail":
         people = [p for p in a.get("people") or [] if isinstance(p, dict)]
         meta = {"message_id": e.native_id, "in_reply_to": a.get("in_reply_to"), "list_id": a.get("list_id"),
@@ -574,8 +584,9 @@ class WorldView:
         comments = [{"id": r["native_id"], "author": r["author"], "created": _iso(r["ts"]),
                      "body": (r["body"] or "")[:MAX_BODY]}
                     for r in thread if r["cls"] == "comment" and r["ts"] <= self.t]
-        history = [{"at": _iso(r["ts"]), "by": r["author"], **{k: v for k, v in r["meta"].items()
-                                                               if k in ("field", "fromString", "toString", "event")}}
+        history = [{"at": _iso(r["ts"]), "by": r["author"],
+                    **{k: v for k, v in r["meta"].items()
+                       if k in ("field", "fromString", "toString", "event", "commit", "source")}}
                    for r in changes if r["ts"] <= self.t]
         return {"key": key, "project": head["place"], "summary": state.pop("summary"),
                 "description": (state.pop("description") or "")[:MAX_BODY], "reporter": head["author"],
