@@ -613,14 +613,18 @@ class DockerSandbox(Sandbox):
         image_labels: dict[str, str] | None = None,
     ):
         self._base = base_image
+        self._ours = False       # the base was chosen here (ensure_base_image), not given
         self.limits = {"memory": memory, "cpus": cpus, "pids_limit": pids_limit, "tmpfs_size": tmpfs_size}
         self.image_labels = dict(image_labels or {})
         self._images: dict[str, tuple[str, str]] = {}
 
     @property
     def base_image(self) -> str:
-        if self._base is None:
-            self._base = ensure_base_image()
+        """The base image, built when missing, and checked again at every use when this sandbox chose it: a base
+        that vanished during a run (`docker image prune -a`, another taskmine on the same daemon) is built again
+        (from the cached root filesystem: under a minute) instead of failing every later task as infra."""
+        if self._base is None or (self._ours and image_id(self._base) is None):
+            self._base, self._ours = ensure_base_image(), True
         return self._base
 
     def prepare(self, world_dir: Path, world_id: str | None = None) -> str:
