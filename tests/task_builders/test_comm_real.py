@@ -57,6 +57,21 @@ def test_real_exports_give_tasks_of_the_mail_and_tracker_families(built):
         assert chats and all(r.reason for r in chats)
 
 
+def test_each_real_export_with_answered_requests_gives_tasks(built):
+    """Every real export whose requests got answers with a fact the world held gives a task of its family: the
+    chat's link named once among dozens (not a common fact), the tracker's note naming the commit that had just
+    referenced the ticket (its timeline is part of the world). The small Slack fixture's two answered questions
+    state no fact at all: without a model it gives none, each with its reason."""
+    store, tasks = built
+    got = {ds: Counter(t.family for t in ts) for ds, ts in tasks.items()}
+    expected = {"maildir-lkml-notmuch": "email_reply", "mbox-apache-ponymail": "email_reply",
+                "pipermail-numpy-bigbang": "email_reply", "slack-r-contributors": "chat_answer",
+                "jira-appcelerator-tidev": "resolution_note", "github-issues-rust-archive": "resolution_note"}
+    for ds, family in expected.items():
+        if ds in got:
+            assert got[ds][family] >= 1, (ds, got[ds])
+
+
 def score(task, view, calls):
     server = ToolServer(view, persona=Persona(**task.world["persona"]))
     for c in calls:
