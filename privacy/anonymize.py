@@ -25,13 +25,14 @@ Invariants:
   (`privacy.names.Vocabulary.ordinary`: "Page", "Swift", "Bill") only where the text uses it as a name
   (`names.name_use`: a title, a greeting, a list of people, a signature; or beside another name of the person,
   or in a text that names the person in full), and never before a place word ("Allen Center").
-- An account whose display name is ordinary words ("Fix Please", "Risk Desk": `names.ordinary_account`) is
+- An account whose display name is ordinary words ("Fix Please", "Build Master": `names.ordinary_account`) is
   replaced as an account (its handles, its whole name where used as a name), never word by word: "Won't Fix"
-  stays.
+  stays. A team's or a function's mailbox ("Risk Desk", "Field Operations": `names.team_name`) is no person at
+  all (`identity.is_bot`): its name stays as written.
 - An outsider (a person no structured field names) exists only with evidence (`discover`, with the rule the
-  audit applies: `names.accept_person`): NER's claim plus a first-name or surname list or a name-shaped context
-  (middle initials, a line wrap or a possessive change nothing), a surname after a title ("Mr. X"), or a routing
-  line; the forms of a known person's name (a nickname, a middle initial) are that person's. Its full name is
+  audit applies: `names.accept_person`): NER's claim plus a first-name or surname list, a name-shaped context
+  (a greeting, a signature, a byline, an apposition: "X, an analyst at ...") or a middle initial (a line wrap or
+  a possessive changes nothing), a surname after a title ("Mr. X"), or a routing line; the forms of a known person's name (a nickname, a middle initial) are that person's. Its full name is
   replaced everywhere, a single word of it only where used as a name (a surname on the surname list that is no
   English word everywhere). A reviewed allow-list of public figures (`allow` in taskmine.toml) keeps a name.
 - Public hosts (`PUBLIC_HOSTS`: code hosting, mail providers, foundations) are never a company domain and a
