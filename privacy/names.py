@@ -526,12 +526,14 @@ def team_name(words: list[str], vocab: Vocabulary | None = None) -> bool:
     Interns", "Government Affairs"): an ordinary account (`ordinary_account`) whose last word names a group or a
     function (`unit_noun`, `UNIT_WORDS`) and is on no surname list. Nobody's name: it is kept as written, the
     address aside ("Fix Please", "Build Master" are a person's accounts: replaced as accounts)."""
-    vocab = vocab or lists_vocabulary()
     core = [w for w in words if len(w.rstrip(".")) >= 2]
-    if len(core) < 2 or not ordinary_account(words, vocab):
+    if len(core) < 2:
         return False
     last = fold(core[-1])
-    return last not in getattr(vocab, "listed_last", frozenset()) and (last in UNIT_WORDS or unit_noun(last))
+    if not (last in UNIT_WORDS or unit_noun(last)):
+        return False  # most names end here, before the name lists are read
+    vocab = vocab or lists_vocabulary()
+    return last not in getattr(vocab, "listed_last", frozenset()) and ordinary_account(words, vocab)
 
 
 _NOUN_SUFFIXES = ("tion", "sion", "ment", "ments", "ance", "ence", "ity", "ing", "ship", "ness", "ics", "ery")
