@@ -503,14 +503,15 @@ def ordinary_account(words: list[str], vocab: Vocabulary) -> bool:
     # a given name first: a team only when the last word is on no list of names and shaped like no surname (a
     # plural or an abstract noun: "Operations", "Interns", "Administration"; not "Buy", "Lay", "Savage")
     return len(core) >= 2 and last not in getattr(vocab, "listed_last", frozenset()) and not given(last) \
-        and unit_noun(last)
+        and (last in UNIT_WORDS or unit_noun(last))
 
 
 # The last word of a team's or a function's name that is no plural or abstract noun ("Risk Desk", "Legal
 # Department" is `unit_noun`'s): words of an organization chart, none of them a surname of the lists (checked).
 UNIT_WORDS = frozenset("""
     desk team office group staff board committee council unit division department dept ops admin helpdesk hotline
-    support legal payroll treasury research finance security reception
+    support legal payroll treasury research finance security reception marketing accounting engineering planning
+    trading purchasing staffing dispatch
 """.split())
 
 
@@ -536,13 +537,14 @@ def team_name(words: list[str], vocab: Vocabulary | None = None) -> bool:
     return last not in getattr(vocab, "listed_last", frozenset()) and ordinary_account(words, vocab)
 
 
-_NOUN_SUFFIXES = ("tion", "sion", "ment", "ments", "ance", "ence", "ity", "ing", "ship", "ness", "ics", "ery")
+_NOUN_SUFFIXES = ("tion", "ment", "ments", "ance", "ence", "ity", "ship", "ness")
 
 
 def unit_noun(word: str) -> bool:
     """Whether `word` is shaped like a noun that names a group or a function rather than a family: an English
-    plural ("interns", "accounts", "affairs") or an abstract noun ("administration", "settlement", "planning",
-    "treasury"), by its ending. Surnames of that shape are on the surname lists, which callers check first."""
+    plural ("interns", "accounts", "affairs") or an abstract noun ("administration", "settlement", "security"),
+    by its ending ("-ing" is left out: "Browning", "Fleming"). Surnames of that shape are on the surname lists,
+    which callers check."""
     w = fold(word)
     if len(w) < 4 or not is_english(w):
         return False
