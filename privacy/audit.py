@@ -485,7 +485,8 @@ def _texts(path: Path) -> Iterator[tuple[str, str, str]]:
 def value_texts(column: str, v) -> Iterator[tuple[str, str, str]]:
     """(pointer, text, kind) of one value of a table's column, as the audit reads a Parquet file: the strings of
     a nested or JSON value (so an escape (\\n) glues nothing), else the value as text; kind "prose" in a prose
-    column (`PROSE_COLUMNS`), "code" in a code column (`CODE_COLUMNS`), else "field". `privacy.withhold` reads records the same way."""
+    column (`PROSE_COLUMNS`), "code" in a code column (`CODE_COLUMNS`), else "field". `privacy.withhold` reads
+    records the same way."""
     if v is None:
         return
     kind = "prose" if column in PROSE_COLUMNS else ("code" if column in CODE_COLUMNS else "field")

@@ -227,9 +227,9 @@ def titled_of(kind: str, text: str, start: int) -> bool:
 def cue_of(kind: str, text: str, start: int, end: int) -> bool:
     """The cue of a span NER tagged in `text` (see `Found`)."""
     if kind == "person":
-        from privacy.names import strong_cue
+        from privacy.names import introduced, strong_cue
 
-        return strong_cue(text, start, end)
+        return strong_cue(text, start, end) or introduced(text, start, end)
     return bool(_PLACE_BEFORE.search(text, max(0, start - 16), start))
 
 
