@@ -645,7 +645,8 @@ def bench_real_mail(real: str | None = None, workers: tuple[int, ...] = (1, 2)) 
     anonymized whole (title, body, people, attributes; the detector's last pass included), the last pass for
     people in prose (`Anonymizer.settle_people`), the events written as the stage writes them, then
     `privacy.audit.audit` of that table with the dataset's rules (known strings, pattern recognizers, NER on the
-    paragraphs anonymization changed): what the `anonymized_leaks` check does. Presidio's side: `BatchAnalyzerEngine`
+    paragraphs anonymization changed): what the stage's withholding pass (privacy.withhold) reads. Presidio's side:
+    `BatchAnalyzerEngine`
     on every title and body (analysis only; its anonymizer would add time). Words are whitespace-separated
     tokens of the titles and bodies. Ingest and model loading are not timed."""
     from bench.privacy import real_root

@@ -299,6 +299,20 @@ def runner_dists() -> list[str]:
     return list(out)
 
 
+def runner_top_level() -> list[str]:
+    """The top-level modules the runner's distributions provide (pytest, _pytest, py, pluggy, ...): a file of the
+    repository never stands in for them (graders.sealed_child)."""
+    out: set[str] = set()
+    for name in runner_dists():
+        for f in metadata.distribution(name).files or ():
+            top = str(f).split("/", 1)[0]
+            if top.endswith(".py"):
+                out.add(top[:-3])
+            elif "." not in top and top != "__pycache__":
+                out.add(top)
+    return sorted(out)
+
+
 def runner_fingerprint() -> str:
     """The versions of the test runner copied into every Python environment (part of its key)."""
     return ",".join(f"{d}=={metadata.version(d)}" for d in runner_dists())

@@ -37,7 +37,7 @@ from typing import Any
 from warehouse.ids import content_hash
 from warehouse.schemas import Event
 
-WORLD_VERSION = 2
+WORLD_VERSION = 3   # 3: documents say whether a machine wrote them (`automated`)
 UTC = dt.UTC
 
 # What each event kind is in the world. A new connector whose events use these kinds is served as is.
@@ -84,7 +84,7 @@ CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE docs(
     id INTEGER PRIMARY KEY, event_id BLOB, cls TEXT, kind TEXT, source TEXT, native_id TEXT,
     thread TEXT, parent BLOB, ts REAL, author TEXT, author_handle TEXT, place TEXT, chat_ts TEXT,
-    chat_thread TEXT, title TEXT, block INTEGER, start INTEGER, size INTEGER);
+    chat_thread TEXT, title TEXT, automated TEXT, block INTEGER, start INTEGER, size INTEGER);
 CREATE TABLE blocks(id INTEGER PRIMARY KEY, data BLOB);
 CREATE INDEX docs_thread ON docs(thread);
 CREATE INDEX docs_native ON docs(native_id);
@@ -178,7 +178,7 @@ def build_world(events: Iterable[Event], dest: Path, key: str, sha_map: dict[str
 
 
 DOC_COLUMNS = ("event_id", "cls", "kind", "source", "native_id", "thread", "parent", "ts", "author", "author_handle",
-               "place", "chat_ts", "chat_thread", "title", "body", "meta")
+               "place", "chat_ts", "chat_thread", "title", "body", "meta", "automated")
 
 
 def export_documents(world: Path, out: Path) -> int:
@@ -325,7 +325,7 @@ def _doc_row(e: Event, cls: str, translate: ShaTranslator) -> tuple:
     chat = cls == "chat"
     return (e.event_id, cls, e.kind, e.source, e.native_id, e.thread_key, e.parent_id, _epoch(e.ts),
             e.actor_name, e.actor, place, a.get("ts") if chat else None, a.get("thread_ts") if chat else None,
-            translate(e.title), translate((e.body or "")[:200_000]), meta)
+            translate(e.title), translate((e.body or "")[:200_000]), meta, e.automated or "")
 
 
 def _addr(p: dict) -> str:
@@ -362,6 +362,8 @@ class World:
         if not self.path.exists():
             raise FileNotFoundError(f"{self.path}: no world file; run the tasks stage first")
         self._local = threading.local()
+        self._people: dict[str, str] | None = None    # WorldView.people
+        self._names_re = None                         # WorldView.name_pattern
 
     @property
     def con(self) -> sqlite3.Connection:
@@ -470,30 +472,63 @@ class WorldView:
                     break
         return out
 
-    def token_hits(self, token: str, limit: int = 3) -> list[dict]:
+    def token_hits(self, token: str, limit: int = 3, content: bool = False) -> list[dict]:
         """Documents reachable at the cutoff that hold `token` (case-insensitive; as a prefix of a longer word,
-        so a SHA prefix finds the full SHA)."""
+        so a SHA prefix finds the full SHA). `content`: only documents a person wrote (no join notice, bot post
+        or auto-reply: `automated`), the only evidence that the company knew something."""
         words = _TOKEN.findall(token.casefold())
         if not words:
             return []
         q = " AND ".join(f'"{w}"' for w in words[:-1]) + (" AND " if len(words) > 1 else "") + f'"{words[-1]}"*'
+        human = " AND coalesce(d.automated, '') = ''" if content else ""
         rows = self._rows("SELECT d.* FROM fts JOIN docs d "
-                          "ON d.id = fts.rowid WHERE fts MATCH ? AND d.ts <= ? LIMIT ?", (q, self.t, 500))
+                          f"ON d.id = fts.rowid WHERE fts MATCH ? AND d.ts <= ?{human} LIMIT ?", (q, self.t, 500))
         needle = token.casefold()
         out = [{"event_id": r["event_id"], "native_id": r["native_id"], "cls": r["cls"]} for r in rows
                if needle in f"{r['title'] or ''}\n{r['body'] or ''}".casefold()]
         return out[:limit]
 
-    def authored(self, name: str, limit: int = 3) -> list[dict]:
+    def authored(self, name: str, limit: int = 3, content: bool = False) -> list[dict]:
         """Documents reachable at the cutoff written by `name` (a pseudonym, case-insensitive): a person the
         world knows as an author (a sender, a commenter) though no text names them; `mail_search` and `jira
-        show` show who wrote what."""
+        show` show who wrote what. `content`: only what the person wrote, not a notice a machine wrote in their
+        name (a channel-join notice is membership, not something they said)."""
         name = " ".join(name.split())
         if not name:
             return []
-        rows = self._rows("SELECT event_id, native_id, cls FROM docs WHERE author = ? COLLATE NOCASE AND ts <= ? "
-                          "LIMIT ?", (name, self.t, limit + len(self.hidden)))
+        human = " AND coalesce(automated, '') = ''" if content else ""
+        rows = self._rows("SELECT event_id, native_id, cls FROM docs WHERE author = ? COLLATE NOCASE AND ts <= ?"
+                          f"{human} LIMIT ?", (name, self.t, limit + len(self.hidden)))
         return [{"event_id": r["event_id"], "native_id": r["native_id"], "cls": r["cls"]} for r in rows][:limit]
+
+    def name_pattern(self) -> re.Pattern | None:
+        """One pattern finding the people of `people()` in a text: a full name (two words or more) or a mention
+        (`@handle`, `[~handle]`); group 1 is the name, group 2 the handle. None when the world has no author."""
+        if getattr(self.world, "_names_re", None) is None:
+            people = self.people()
+            fulls = sorted({n for n in people if len(n.split()) >= 2}, key=lambda n: (-len(n), n))
+            handles = sorted({h for h in people.values() if h}, key=lambda h: (-len(h), h))
+            parts = []
+            if fulls:
+                parts.append(r"(?<![\w~@])(" + "|".join(map(re.escape, fulls)) + r")(?![\w])")
+            if handles:
+                parts.append(r"(?:@|\[~)(" + "|".join(map(re.escape, handles)) + r")(?![\w])")
+            self.world._names_re = re.compile("|".join(parts), re.I) if parts else False
+        return self.world._names_re or None
+
+    def people(self) -> dict[str, str]:
+        """Every author of the world (any time: a name is a name, whenever it wrote) -> their handle ("" when
+        none): the people a response can name (graders.communication counts the candidates a reply names)."""
+        cache = self.world._people
+        if cache is None:
+            cache = {}
+            for r in self.world.con.execute("SELECT author, author_handle FROM docs WHERE author IS NOT NULL "
+                                            "AND author != '' ORDER BY id").fetchall():
+                handle = str(r["author_handle"] or "").split(":", 1)[-1]
+                if not cache.get(r["author"]):
+                    cache[r["author"]] = handle
+            self.world._people = cache
+        return cache
 
     def texts(self) -> Iterator[tuple[str, str]]:
         """(native id, title + body) of every document reachable at the cutoff."""

@@ -171,6 +171,14 @@ def rollout(task: Task, worlds_dir: Path, sandbox, llm, limits: Limits | None = 
         return Validation(**base, score=None, duration_s=0.0, error_class="infra", message=str(exc)[:500]), \
             Rollout(attempt, stop="error", error=str(exc)[:300])
     receipt = r.receipt()
+    missing = (extra.get("verifier") or {}).get("no_report")
+    if missing:       # no test report: the model's failure when the oracle's run has one (graders.replay)
+        from graders.replay import NO_REPORT, agent_failed, oracle_reports
+
+        if not oracle_reports(task, worlds_dir, sandbox):
+            return Validation(**base, score=None, duration_s=round(r.seconds, 3), error_class="infra",
+                              message=f"{NO_REPORT}: {missing}"[:500]), r
+        extra["verifier"] = agent_failed(extra["verifier"])
     if r.stop == "error":
         return Validation(**base, score=None, duration_s=round(r.seconds, 3), error_class="infra",
                           message=f"model: {r.error}", checks=[{"receipt": receipt}]), r

@@ -53,26 +53,32 @@ _SIGNATURE = re.compile(r"\n-- ?\n")
 
 @dataclass(frozen=True)
 class Baseline:
-    """One baseline's outcome for one task: the calls it submits (empty: it found nothing) and what it copied."""
+    """One baseline's outcome for one task: the calls it submits (empty: it found nothing) and what it copied,
+    or a shell command it runs in the task's sandbox like an agent (`shell`: a search in the task's repository
+    at its cutoff, then its answer through the `company` CLI)."""
 
     name: str
     calls: list[A.Tool] = field(default_factory=list)
     source: str = ""          # the neighbour it copied (a key, a SHA, a Message-ID, a chat ts), or why none
+    shell: str | None = None
 
     def command(self) -> str:
-        """The calls replayed through the `company` CLI, like a probe ("true" when it submits nothing)."""
+        """The shell command, or the calls replayed through the `company` CLI, like a probe ("true" when it
+        submits nothing)."""
+        if self.shell is not None:
+            return self.shell
         return " && ".join(c.cli() for c in self.calls) or "true"
 
 
 Builder = Callable[[Task, WorldView | None, Path], Baseline]
-BASELINES: dict[str, Builder] = {}
+BASELINES: dict[str, list[Builder]] = {}
 
 
 def baseline(family: str):
-    """Register the baseline of a family (one per family)."""
+    """Register a baseline of a family (a family may have several; each is one run, `baseline:<name>`)."""
 
     def wrap(fn: Builder) -> Builder:
-        BASELINES[family] = fn
+        BASELINES.setdefault(family, []).append(fn)
         return fn
 
     return wrap
@@ -84,10 +90,9 @@ def applicable(family: str) -> bool:
 
 def plan(task: Task, worlds_dir: Path) -> list[Baseline]:
     """The baselines of `task` (none for a family without one, e.g. code_change)."""
-    fn = BASELINES.get(task.family)
-    if fn is None:
-        return []
-    return [fn(task, view_of(task, worlds_dir), Path(worlds_dir))]
+    fns = BASELINES.get(task.family) or []
+    view = view_of(task, worlds_dir) if fns else None
+    return [fn(task, view, Path(worlds_dir)) for fn in fns]
 
 
 def view_of(task: Task, worlds_dir: Path) -> WorldView | None:
@@ -265,6 +270,45 @@ def nearest_commit(task: Task, view: WorldView | None, worlds_dir: Path) -> Base
     if best is None:
         return Baseline("nearest_commit", source="no commit shares a word with the issue")
     return Baseline("nearest_commit", [A.Answer(sha=best[2])], best[2][:12])
+
+
+TITLE_STOP = frozenset("""the and for with when from that this into not does should fails error issue bug
+crash crashes wrong broken missing some when""".split())
+
+
+def title_words(title: str) -> list[str]:
+    """The words of an issue's summary an agent would `git log --grep` for, most specific first: identifiers
+    (with `_`, a digit, a dot or an inner capital: a function, a file, a version), then the longer words; no
+    word under four letters, none of the summary's everyday words (TITLE_STOP)."""
+    words = list(dict.fromkeys(re.findall(r"[A-Za-z_][\w.-]*[A-Za-z0-9_]", title)))
+    words = [w for w in words if len(w) >= 4 and w.casefold() not in TITLE_STOP]
+
+    def specific(w: str) -> tuple:
+        ident = bool(re.search(r"[_\d.]|[a-z][A-Z]", w))
+        return (not ident, -len(w))
+
+    return sorted(words, key=specific)
+
+
+@baseline("commit_link")
+def title_grep(task: Task, view: WorldView | None, worlds_dir: Path) -> Baseline:
+    """`git log --all -i --grep=<word>` in the task's repository at its cutoff, for the words of the issue's
+    summary in `title_words` order, answering the newest commit of the first word that finds any: the search an
+    agent tries first. Run in the sandbox like an agent (the repository is the task's, refs at the cutoff)."""
+    import shlex
+
+    key = re.match(r"Issue (\S+): (.*)", task.prompt)
+    issue = view.issue(key.group(1)) if key and view is not None else None
+    title = (issue or {}).get("summary") or (key.group(2) if key else "")
+    repos = sorted((task.world.get("git") or {}).get("refs") or {})
+    words = title_words(title or "")
+    if not repos or not words:
+        return Baseline("title_grep", source="no repository or no summary word to search for")
+    loop = " ".join(shlex.quote(w) for w in words[:8])
+    shell = (f"cd ~/{shlex.quote(repos[0])} && sha= && for w in {loop}; do "
+             "sha=$(git log --all --format=%H -i -F --grep=\"$w\" | head -n 1); [ -n \"$sha\" ] && break; done; "
+             "if [ -n \"$sha\" ]; then company answer --sha \"$sha\"; fi; true")
+    return Baseline("title_grep", source=f"git log --grep of {', '.join(words[:8])}", shell=shell)
 
 
 # --- communication -----------------------------------------------------------------------------------------

@@ -7,8 +7,10 @@ puts in `Context.extra["verifier"]`, never anything the agent wrote.
   still pass: partial credit for fixing part of the behaviour, none for breaking what worked, 0 for doing
   nothing (every FAIL_TO_PASS test fails then).
 
-No verifier result, or one whose report could not be read, is a grader error (the check raises), never a 0.
-The agent leaving the session unusable for the verifier (a full disk, the repository gone) scores 0.
+No verifier result is a grader error (the check raises), never a 0. A run that left no test report
+(`no_report`) is decided by graders.replay before grading: 0 when the oracle's run of the same verifier leaves one
+(the policy did it), an infrastructure failure otherwise. The agent leaving the session unusable for the verifier
+(a full disk, the repository gone) scores 0.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ def _results(ctx: Context) -> dict | None:
         raise GraderError("no verifier result: the task was graded without its verifier phase")
     if v.get("error"):
         raise GraderError(f"the verifier could not read the tests' results: {v['error']}")
+    if v.get("no_report"):      # graders.replay decides (0, or infrastructure when the oracle has none either)
+        raise GraderError(f"the run left no test report: {v['no_report']}")
     if not v.get("ran"):
         return None
     return v.get("outcomes") or {}

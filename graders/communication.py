@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from environments import actions as A
 from graders.rubric import CheckInfraError, CheckNotRun, CheckResult, Context, register_check
-from task_builders.facts import PLACEHOLDER, Fact, mentions
+from task_builders.facts import PLACEHOLDER, Fact, extract, mentions
 
 ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 PHONE = re.compile(r"(?<![\w+])\+?\d[\d ().-]{7,}\d(?![\w])")
@@ -229,6 +229,9 @@ class FactArgs(Args):
     prose: bool = False                 # a response that is a list of keywords states no fact
     min_words: int = Field(3, ge=1)     # ... fewer ordinary words than this (the builder: the real reply's, 1-3)
     max_mentions: int | None = None     # nor does one that names more facts than this (everything at once)
+    # the values of the fact's kind the real reply and the request name: a response naming MIN_OTHERS or more
+    # others, and more others than these, commits to none of them (None: not checked)
+    named: list[str] | None = None
 
 
 PROSE_WORDS = 3   # ordinary words (lowercase, letters only) a response needs besides its keywords, at most
@@ -248,19 +251,53 @@ def stuffed(text: str, max_mentions: int | None = None, min_words: int = PROSE_W
     if plain < min_words:
         return f"a list of keywords, not a reply ({plain} ordinary words)"
     if max_mentions is not None:
-        from task_builders.facts import extract
-
         n = len({f.text.casefold() for f in extract(text[:200_000])})
         if n > max_mentions:
             return f"names {n} facts at once (more than {max_mentions})"
     return None
 
 
+MIN_OTHERS = 3     # values of a fact's kind the real reply does not name from which a response is a list of guesses
+
+
+def candidates(text: str, kind: str, view=None) -> set[str]:
+    """The values of `kind` a text names (task_builders.prevalence.key_of): people by the world's names (a full
+    name, `@handle`, `[~handle]`, as the person's full name), every other kind by task_builders.facts."""
+    from task_builders.prevalence import key_of
+
+    if kind != "person":
+        return {key_of(f.kind, f.text) for f in extract(text, limit=10**6) if f.kind == kind}
+    pattern = view.name_pattern() if view is not None and hasattr(view, "name_pattern") else None
+    if pattern is None:
+        return set()
+    by_handle = {h.casefold(): n for n, h in view.people().items() if h}
+    out = set()
+    for m in pattern.finditer(text):
+        name = m.group(1) or by_handle.get((m.group(2) or "").casefold(), m.group(2) or "")
+        out.add(key_of("person", name))
+    return out
+
+
+def others(text: str, kind: str, named: list[str], view=None) -> list[str]:
+    """The values of `kind` the text names that none of `named` is (a path and its file name are one value)."""
+    from task_builders.prevalence import key_of
+
+    allowed = {key_of(kind, n) for n in named}
+
+    def known(c: str) -> bool:
+        return c in allowed or any(c.endswith("/" + x) or x.endswith("/" + c) for x in allowed)
+
+    return sorted(c for c in candidates(text, kind, view) if not known(c))
+
+
 @register_check("states_fact", args=FactArgs)
 def states_fact(actions: list, a: FactArgs, ctx: Context) -> CheckResult:
     """1 when the response states the fact (an issue key, version, file, command, URL, number, date, commit,
     name) the real reply stated and the company's record held at the time; with `prose`, in the response's
-    own lines (not quoted mail) and in a reply (not a keyword list, not everything at once: `stuffed`)."""
+    own lines (not quoted mail) and in a reply (not a keyword list, not everything at once: `stuffed`); with
+    `named`, committed to: a response naming MIN_OTHERS or more values of the fact's kind that neither the real
+    reply nor the request names, and more of them than it names of those, is a list of guesses (the nine
+    commonest people of the world, every version) and states none of them."""
     text = response_text(actions, a.scope)
     if not text:
         return _none(a.scope)
@@ -270,6 +307,13 @@ def states_fact(actions: list, a: FactArgs, ctx: Context) -> CheckResult:
     if why:
         return CheckResult(0.0, f"{a.fact.kind} {a.fact.text[:60]!r} not credited: {why}")
     ok = mentions(text, a.fact.fact())
+    if ok and a.named is not None:
+        wrong = others(text, a.fact.kind, a.named, ctx.view)
+        right = len(candidates(text, a.fact.kind, ctx.view)) - len(wrong)
+        if len(wrong) >= MIN_OTHERS and len(wrong) > right:
+            return CheckResult(0.0, f"{a.fact.kind} {a.fact.text[:60]!r} not credited: the response names "
+                                    f"{len(wrong)} other {a.fact.kind} values the real reply does not (a list of "
+                                    "candidates commits to none)")
     return CheckResult(1.0 if ok else 0.0, f"{a.fact.kind} {a.fact.text[:60]!r} {'stated' if ok else 'missing'}")
 
 

@@ -18,6 +18,7 @@ Infrastructure failures (error_class infra or timeout) are no score and are neve
 from __future__ import annotations
 
 import io
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -71,14 +72,29 @@ class Difficulty:
 
         return pass_at_k(self.rollouts, self.solved, self.rollouts) if self.rollouts else None
 
+    @property
+    def best_probe(self) -> tuple[str | None, float | None]:
+        """(name, score) of the probe that scored highest on the task (ties: the first name), or (None, None)."""
+        scored = [(s, n) for n, s in self.probes.items() if s is not None]
+        if not scored:
+            return None, None
+        score = max(s for s, _ in scored)
+        return min(n for s, n in scored if s == score), score
+
     def columns(self) -> dict:
-        """The published columns of the task (warehouse.publish)."""
+        """The published columns of the task (warehouse.publish): what the agent view carries, and the probes'
+        scores, which only the grader view does (GRADER_COLUMNS: a policy must not read the grader's weak spots)."""
         import json
 
+        name, score = self.best_probe
         return {"probe_scores": json.dumps(self.probes, sort_keys=True), "probes_passed": len(self.probes_passed),
+                "best_probe": name, "best_probe_score": score,
                 "flaky": self.flaky, "baseline_scores": json.dumps(self.baselines, sort_keys=True),
                 "baseline_solved": self.easy, "rollouts": self.rollouts,
                 "pass_at_1": self.pass_at_1, "pass_at_k": self.pass_at_k, "difficulty": self.band}
+
+
+GRADER_COLUMNS = ("probe_scores", "probes_passed", "best_probe", "best_probe_score")
 
 
 def of(task: Task, rows: Iterable[Validation], band_min: float = 0.02, band_max: float = 0.7) -> Difficulty:
@@ -165,6 +181,89 @@ def stats(tasks: list[Task], rows: list[Validation], valid: set[str], published:
                   "rollout_pass": _rate(f["rollouts"][1], f["rollouts"][0]),
                   "false_negative": _rate(f["alts"][1], f["alts"][0])}
             for fam, f in out.items()}
+
+
+PROBE_REJECTED = "a probe passes the rubric"     # the reason task_builders.families.seal rejects a draft with
+_SCORED = re.compile(r"(\w+) scored ([0-9.]+|None)")
+
+
+def resistance(tasks: list[Task], rows: list[Validation], published: set[str], rejections: Iterable = ()
+               ) -> dict[str, dict]:
+    """The hack-resistance table: per family, per class of attack (every probe name of its tasks, `probe:<name>`,
+    and every no-model baseline, `baseline:<name>`; generic over names, so a family's own probes join without
+    code here): how many tasks it was tried on, how many it made invalid (it reached its threshold: the task is
+    not published), and the best and mean score it reached on the published tasks, beside the oracle's lowest and
+    the null's highest score on them. `rejections` (the tasks stage's): drafts a probe rejected when they were
+    sealed (graded in process, never validated) count as tried and passing too. Infrastructure failures are not
+    scores and count nowhere."""
+    by_task: dict[str, list[Validation]] = {}
+    for r in rows:
+        by_task.setdefault(r.task_id, []).append(r)
+    out: dict[str, dict] = {}
+    for r in rejections:
+        if getattr(r, "reason", "") != PROBE_REJECTED or not r.family:
+            continue
+        fam = out.setdefault(r.family, {"published": 0, "oracle": None, "null": None, "attacks": {}})
+        for name, _ in _SCORED.findall(r.detail or ""):
+            a = fam["attacks"].setdefault(f"probe:{name}", {"tried": set(), "passing": set(), "scores": [],
+                                                             "limit": None})
+            a["tried"].add(f"draft:{r.subject_id}")
+            a["passing"].add(f"draft:{r.subject_id}")
+    for t in sorted(tasks, key=lambda t: (t.family, t.task_id)):
+        fam = out.setdefault(t.family, {"published": 0, "oracle": None, "null": None, "attacks": {}})
+        mine = [r for r in by_task.get(t.task_id, []) if r.error_class not in ("infra", "timeout")]
+        limits = probe_limits(t)
+        pub = t.task_id in published
+        if pub:
+            fam["published"] += 1
+        for r in mine:
+            if r.run_kind in ("oracle", "null") and pub and r.score is not None:
+                key = r.run_kind
+                worst = min if key == "oracle" else max
+                fam[key] = r.score if fam[key] is None else worst(fam[key], r.score)
+                continue
+            if not r.run_kind.startswith(("probe:", "baseline:")):
+                continue
+            a = fam["attacks"].setdefault(r.run_kind, {"tried": set(), "passing": set(), "scores": [],
+                                                       "limit": None})
+            a["tried"].add(t.task_id)
+            if r.run_kind.startswith("probe:"):
+                limit = limits.get(r.run_kind[6:], 0.5)
+                a["limit"] = limit if a["limit"] is None else min(a["limit"], limit)
+                if r.score is None or r.score >= limit:
+                    a["passing"].add(t.task_id)
+            elif r.score is not None and r.score >= SOLVED:
+                a["passing"].add(t.task_id)      # a baseline that solves a task makes it easy, not invalid
+            if pub and r.score is not None:
+                a["scores"].append(r.score)
+    for fam in out.values():
+        fam["attacks"] = {k: {"tried": len(a["tried"]), "passing": len(a["passing"]),
+                              "best": max(a["scores"]) if a["scores"] else None,
+                              "mean": round(sum(a["scores"]) / len(a["scores"]), 4) if a["scores"] else None,
+                              "limit": a["limit"]}
+                          for k, a in sorted(fam["attacks"].items())}
+    return out
+
+
+def resistance_table(res: dict[str, dict]) -> list[dict[str, str]]:
+    """One row per family and attack (the card, Dagster metadata, `taskmine difficulty`); the oracle and the null
+    first, then probes, then baselines (whose "passing" are the tasks they solve: easy, not invalid)."""
+    def num(x) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    rows = []
+    for fam, f in res.items():
+        rows.append({"family": fam, "attack": "oracle (lowest)", "tried": str(f["published"]), "passing": "-",
+                     "best on published": num(f["oracle"]), "mean on published": "-", "limit": ">= 0.99"})
+        rows.append({"family": fam, "attack": "null (highest)", "tried": str(f["published"]), "passing": "-",
+                     "best on published": num(f["null"]), "mean on published": "-", "limit": "<= 0.05"})
+        for kind, a in sorted(f["attacks"].items(), key=lambda kv: (kv[0].startswith("baseline:"), kv[0])):
+            rows.append({"family": fam, "attack": kind, "tried": str(a["tried"]),
+                         "passing": f"{a['passing']} {'solved (easy)' if kind.startswith('baseline:') else 'rejected'}",
+                         "best on published": num(a["best"]), "mean on published": num(a["mean"]),
+                         "limit": "(difficulty)" if kind.startswith("baseline:") else
+                         f"< {a['limit']:g}" if a["limit"] is not None else "-"})
+    return rows
 
 
 def _show(r) -> str:

@@ -5,7 +5,10 @@ session), replaying its reference through the `company` CLI (the oracle) scores 
 doing nothing (the null run) scores <= 0.05 on every repeat (DESIGN.md, Validation 1, 2 and 4), and every
 probe the family declared (a cheap or wrong outcome) scores under its threshold (Validation 3).
 Infrastructure failures (the sandbox could not run, our own replay timed out) are recorded apart from task
-failures and never counted as a score. An agent is graded on the actions it recorded, however it ended.
+failures and never counted as a score. An agent is graded on the actions it recorded, however it ended. A code
+task's run that leaves no test report (graders.verifier `no_report`: its code killed the runner, say) is an
+infrastructure failure only when the oracle's run of the same verifier leaves none either (`oracle_reports`);
+otherwise it scores 0, so a policy cannot trade a 0 for a grader error.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from warehouse.schemas import Task, Validation
 ORACLE_MIN = 0.99
 NULL_MAX = 0.05
 NULL_COMMAND = "true"
+NO_REPORT = "no test report"
+_ORACLE_REPORTS: dict[str, bool] = {}   # task, its verifier's settings, sandbox kind -> the oracle's run reports
 
 
 def reference_calls(task: Task) -> list[A.Tool]:
@@ -103,6 +108,11 @@ def run_once(task: Task, worlds_dir: Path, sandbox, run_kind: str, command: str,
         return Validation(**base, score=None, duration_s=0.0, error_class="infra", message=str(exc)[:500])
     base.update(duration_s=round(result.duration_s, 3), image_digest=digest, exit_code=result.exit_code,
                 status=result.status_line())
+    missing = (extra.get("verifier") or {}).get("no_report")
+    if missing:      # the run left no test report: infrastructure only when the oracle's run has none either
+        if run_kind in ("oracle", "null") or not oracle_reports(task, worlds_dir, sandbox):
+            return Validation(**base, score=None, error_class="infra", message=f"{NO_REPORT}: {missing}"[:500])
+        extra["verifier"] = agent_failed(extra["verifier"])
     if result.timed_out and (reference or run_kind.startswith("alt:")):  # our own replay did not finish:
         #                                                               infrastructure, not a score
         return Validation(**base, score=None, error_class="timeout", message=f"killed after {timeout_s}s")
@@ -120,6 +130,29 @@ def run_once(task: Task, worlds_dir: Path, sandbox, run_kind: str, command: str,
     if g.error_class == "infra" and reference:
         return Validation(**base, score=None, checks=g.checks, error_class="infra", message=g.message)
     return Validation(**base, score=g.score, checks=g.checks, error_class=g.error_class, message="; ".join(notes))
+
+
+def agent_failed(result: dict) -> dict:
+    """A verifier result without a test report, as the agent's failure (scored 0): what it is when the oracle's
+    run of the same verifier leaves a report (`oracle_reports`; a published task's oracle always did)."""
+    return {**result, "ran": False, "no_report": "",
+            "failed_setup": f"{NO_REPORT} (the oracle's run of the same verifier has one): {result['no_report']}"}
+
+
+def _oracle_key(task: Task, sandbox) -> str:
+    return content_hash("oracle-reports", task.task_id, (task.world or {}).get("env"),
+                        (task.reference or {}).get("code"), sandbox.kind)
+
+
+def oracle_reports(task: Task, worlds_dir: Path, sandbox) -> bool:
+    """Whether the oracle's run of the task's verifier leaves a test report (run once per task and sandbox kind,
+    unless `validate` already ran the oracle): what tells a run that left none apart from an infrastructure
+    failure."""
+    key = _oracle_key(task, sandbox)
+    if key not in _ORACLE_REPORTS:
+        v = run_once(task, worlds_dir, sandbox, "oracle", oracle_command(task))
+        _ORACLE_REPORTS[key] = not (v.error_class == "infra" and v.message.startswith(NO_REPORT))
+    return _ORACLE_REPORTS[key]
 
 
 def grade_actions(task: Task, actions: list, view, extra: dict | None = None, llm=None):
@@ -156,6 +189,9 @@ def validate(task: Task, worlds_dir: Path, sandbox, repeats: int = 3,
             runs.append(run_once(task, worlds_dir, sandbox, kind, command, attempt, llm=llm))
             if progress:
                 progress(kind)
+        if kind == "oracle" and verifier.spec_of(task) is not None:
+            _ORACLE_REPORTS[_oracle_key(task, sandbox)] = not any(
+                r.error_class == "infra" and r.message.startswith(NO_REPORT) for r in runs if r.run_kind == "oracle")
     return Verdict(task.task_id, *judge(runs, limits), runs)
 
 
@@ -174,7 +210,8 @@ def baseline_runs(task: Task, worlds_dir: Path, sandbox, llm=None) -> list[Valid
     out = []
     for b in baselines.plan(task, worlds_dir):
         v = run_once(task, worlds_dir, sandbox, f"baseline:{b.name}", b.command(), llm=llm)
-        note = f"copied {b.source}" if b.calls else f"submitted nothing: {b.source}"
+        note = f"ran {b.source}" if b.shell is not None else f"copied {b.source}" if b.calls else \
+            f"submitted nothing: {b.source}"
         out.append(v.model_copy(update={"message": "; ".join(m for m in (note, v.message) if m)[:1000]}))
     return out
 

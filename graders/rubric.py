@@ -12,6 +12,10 @@ Invariants:
   run's LLM budget is spent) is recorded the same way; one that raises `CheckInfraError` (the model did not
   answer) makes the grade an infrastructure error, never a score.
 - The score is reported as weighted points (e.g. 17/23) and normalized over the checks that ran.
+- A check may be `critical`: an item that must pass for any credit (the resolution a ticket got, a decision).
+  When a critical check that ran scores under 1 the grade is gated: 0 points, with the points the other checks
+  would have given reported beside it (`0/23, gated by resolution (12/23 without the gate)`), so a reply that
+  says the right things about the wrong decision earns nothing.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class CheckSpec(BaseModel):
     kind: Literal["deterministic", "judge"] = "deterministic"
     criterion: str = Field("", max_length=400)
     args: dict[str, Any] = {}
+    critical: bool = False        # must pass for any credit (see the module docstring)
 
     @model_validator(mode="after")
     def _args(self) -> CheckSpec:
@@ -93,10 +98,14 @@ class Grade:
     max_points: float = 0.0
     not_run: int = 0                       # judge checks without a model
     mode: str = "deterministic"            # what graded it: deterministic, or judge:<model>
+    gated: list[str] = field(default_factory=list)   # critical checks that failed: the score is 0
+    ungated_points: float | None = None    # the points the checks gave before the gate (gated grades only)
 
     def summary(self) -> str:
         skipped = f", {self.not_run} judge checks not run" if self.not_run else ""
-        return f"{self.points:g}/{self.max_points:g}{skipped}"
+        gate = (f", gated by {', '.join(self.gated)} ({self.ungated_points:g}/{self.max_points:g} without the gate)"
+                if self.gated else "")
+        return f"{self.points:g}/{self.max_points:g}{gate}{skipped}"
 
 
 class GraderError(Exception):
@@ -131,7 +140,7 @@ def grade(rubric: Rubric | dict, actions: list, context: Context | None = None) 
     not_run = 0
     for spec in rubric.checks:
         entry = {"id": spec.id, "check": spec.check, "kind": spec.kind, "weight": spec.weight,
-                 "criterion": spec.criterion}
+                 "criterion": spec.criterion, **({"critical": True} if spec.critical else {})}
         if spec.kind == "judge" and context.judge is None:
             results.append({**entry, "score": None, "ran": False, "explanation": "not run: no model configured"})
             not_run += 1
@@ -159,4 +168,11 @@ def grade(rubric: Rubric | dict, actions: list, context: Context | None = None) 
     judged = any(c["kind"] == "judge" and c["ran"] for c in results)
     model = context.extra.get("judge_model")
     mode = ("judge:" + model if model else "judge") if judged else "deterministic"
+    critical = {c.id for c in rubric.checks if c.critical}
+    gated = [c["id"] for c in results if c["id"] in critical and c["ran"] and c["score"] < 1.0]
+    if gated:
+        for c in results:
+            if c["id"] in gated:
+                c["explanation"] = f"critical, gates the grade: {c['explanation']}"[:500]
+        return Grade(0.0, results, None, "", 0.0, max_points, not_run, mode, gated, round(points, 6))
     return Grade(round(points / max_points, 6), results, None, "", round(points, 6), max_points, not_run, mode)

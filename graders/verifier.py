@@ -1,37 +1,45 @@
-"""The verifier phase of code-change tasks: after the agent, in the same sandbox session, the hidden tests.
+"""The verifier phase of code-change tasks: after the agent, in the same sandbox session, the hidden tests, run
+by the sealed runner (graders.sealed and graders.sealed_child), whose verdict the agent's code cannot produce.
 
 Sequence (`verify`), each step on the host's initiative, none visible to the agent:
 1. every process of the session but PID 1 is killed (`Session.exec(..., kill_others=True)`): nothing the
    agent started can watch or race what follows;
-2. the repository is made writable again and every test-runner configuration file the agent could have
-   planted or edited (conftest.py, pytest.ini, .pytest.ini, tox.ini, setup.cfg, pyproject.toml, and the
-   Node runners' configs, anywhere in the work tree) is deleted, then the fix's test files and the fix's
-   versions of those configuration files are written over whatever the agent left (a symlink or a folder
-   where a file belongs is removed first). The contents come from the world's repository on the host, at
-   the fix commit: they never existed in the session before this step;
-3. the touched test modules run with the environment's runner (pytest with a JUnit XML report at a path
-   chosen now; plug-in auto-loading off; pytest imported before the repository is on sys.path), under the
-   session's limits and the task's timeout;
-4. the report is read back and parsed (graders.junit); FAIL_TO_PASS and PASS_TO_PASS outcomes go to the
-   grade through `Context.extra["verifier"]`, read by the checks `tests_resolved` (all or nothing) and
+2. a fresh folder under /tmp, named now, receives the runner, its child and a payload: the fix's test files and
+   the fix's versions of the test-runner configuration files (from the world's repository on the host, at the
+   fix commit: they never existed in the session before this step), the modules to run, the environment's
+   site folders and plug-ins, and the paths of the base commit (a file that shadows a module of the standard
+   library or of the runner is honoured only when it was already there);
+3. the runner (graders.sealed) prepares the work tree before each test module (runner configuration deleted
+   anywhere in it, compiled files deleted, the fix's files written over whatever the agent left) and runs the
+   module in a child whose outcomes leave it signed by a core installed before the repository's first byte runs
+   (graders.sealed_child: an import guard against shadowing, start-up hooks ignored, the verdict taken from the
+   test function's own return and an integrity check of the runner after each test, never from pytest's
+   report alone); the runner writes one result file and prints its digest on a stdout no test process holds;
+4. the result is read back and checked against the digest; FAIL_TO_PASS and PASS_TO_PASS outcomes go to the grade
+   through `Context.extra["verifier"]`, read by the checks `tests_resolved` (all or nothing) and
    `tests_fraction`.
 
-`measure` runs the same restore-and-run steps to compute a candidate's test sets: the parent commit with
-the fix's test files applied (what doing nothing leaves the verifier), then with the whole fix, alternating,
-`repeats` times each (after the first pair, only when some test failed before and passed after); `classify`
-turns the runs into FAIL_TO_PASS, PASS_TO_PASS and the flaky tests left out. Tests that do not finish within
-the timeout make the candidate unmeasurable (a timeout would otherwise count every test as failing).
+`measure` runs the same runner to compute a candidate's test sets: the parent commit with the fix's test files
+applied (what doing nothing leaves the verifier), then with the whole fix, alternating, `repeats` times each
+(after the first pair, only when some test failed before and passed after); `classify` turns the runs into
+FAIL_TO_PASS, PASS_TO_PASS and the flaky tests left out. Tests that do not finish within the timeout make the
+candidate unmeasurable (a timeout would otherwise count every test as failing).
 
 Invariants:
-- A report the verifier cannot read (missing, broken XML) is a grader error, never a score.
-- A test missing from the report (not collected, its module failed to import, the run timed out) did not pass.
-- The verifier writes only inside the repository and a fresh folder under /tmp whose name is drawn after
-  the agent's processes are dead.
+- A test missing from the result (not collected, its module failed to import, its process ended or tampered,
+  the run timed out) did not pass.
+- A run that leaves no readable result (the runner was killed, its result does not match the digest it
+  printed, a dataset command's JUnit report is broken) is `no_report`: graders.replay scores it 0 when the
+  oracle's run of the same verifier produces one, and counts it as an infrastructure failure otherwise (a policy
+  cannot turn a 0 into a grader error at will).
+- The verifier writes only inside the repository and a fresh folder under /tmp whose name is drawn after the
+  agent's processes are dead.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import secrets
 import shlex
@@ -44,7 +52,9 @@ from typing import Any
 from environments import codeenv
 from environments.docker_cli import SandboxError
 from environments.sandbox import Mount, Sandbox, Session
+from graders import sealed
 from graders.junit import JUnitError, parse
+from warehouse.ids import content_hash
 
 PY_CONFIG = ("conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
 NODE_CONFIG = ("package.json", "jest.config.js", "jest.config.ts", "jest.config.mjs", "jest.config.cjs",
@@ -53,66 +63,6 @@ NODE_CONFIG = ("package.json", "jest.config.js", "jest.config.ts", "jest.config.
 CONFIG_NAMES = PY_CONFIG + NODE_CONFIG
 DEFAULT_TIMEOUT_S = 300.0
 REPORT_LIMIT = 32 << 20
-
-# Runs in the session as `python3 -I -c UNPACK payload repo`: writes the payload's files into the repository
-# (None deletes), after deleting every file named in its "prune" list anywhere in the work tree.
-UNPACK = r"""
-import base64, json, os, shutil, stat, sys
-payload, repo = sys.argv[1], sys.argv[2]
-with open(payload) as f:
-    data = json.load(f)
-def clear(p):
-    if os.path.islink(p) or (os.path.lexists(p) and not os.path.isdir(p)):
-        os.unlink(p)
-    elif os.path.isdir(p):
-        shutil.rmtree(p)
-if os.path.islink(repo) or (os.path.lexists(repo) and not os.path.isdir(repo)):
-    os.unlink(repo)
-os.makedirs(repo, exist_ok=True)
-for d, dirs, files in os.walk(repo):
-    dirs[:] = [x for x in dirs if not os.path.islink(os.path.join(d, x))]
-    try:
-        os.chmod(d, 0o755)
-    except OSError:
-        pass
-    for name in files:
-        p = os.path.join(d, name)
-        if not os.path.islink(p):
-            try:
-                os.chmod(p, os.stat(p).st_mode | stat.S_IWUSR | stat.S_IRUSR)
-            except OSError:
-                pass
-prune = set(data.get("prune") or [])
-if prune:
-    for d, dirs, files in os.walk(repo):
-        dirs[:] = [x for x in dirs if x not in (".git", "node_modules") and not os.path.islink(os.path.join(d, x))]
-        for name in files + [x for x in os.listdir(d) if os.path.islink(os.path.join(d, x))]:
-            if name in prune:
-                clear(os.path.join(d, name))
-for rel, content in sorted(data["files"].items()):
-    parts = rel.split("/")
-    if rel.startswith("/") or ".." in parts or ".git" in parts:
-        continue
-    cur = repo
-    for part in parts[:-1]:
-        cur = os.path.join(cur, part)
-        if os.path.islink(cur) or (os.path.lexists(cur) and not os.path.isdir(cur)):
-            clear(cur)
-        if not os.path.isdir(cur):
-            if content is None:
-                break
-            os.mkdir(cur)
-    else:
-        target = os.path.join(repo, rel)
-        clear(target)
-        if content is not None:
-            with open(target, "wb") as f:
-                f.write(base64.b64decode(content["b64"]))
-            if content.get("exec"):
-                os.chmod(target, 0o755)
-print("ok")
-"""
-
 
 @dataclass(frozen=True)
 class CodeSpec:
@@ -214,10 +164,39 @@ def executable(repo: Path, commit: str, paths: Iterable[str]) -> set[str]:
     return {e.split(b"\t", 1)[1].decode() for e in proc.stdout.split(b"\0") if e.startswith(b"100755")}
 
 
-def payload(files: dict[str, bytes | None], execs: set[str] = frozenset(), prune: Iterable[str] = ()) -> bytes:
-    return json.dumps({"files": {p: None if b is None else {"b64": base64.b64encode(b).decode(),
-                                                           "exec": p in execs} for p, b in files.items()},
-                       "prune": sorted(prune)}).encode()
+def files_json(files: dict[str, bytes | None], execs: set[str] = frozenset()) -> dict:
+    """The runner's form of the files it writes over the work tree (None: delete)."""
+    return {p: None if b is None else {"b64": base64.b64encode(b).decode(), "exec": p in execs}
+            for p, b in files.items()}
+
+
+def tree_paths(repo: Path, commit: str) -> list[str] | None:
+    """Every file and folder (`dir/`) of `commit` in a host repository, None when the commit is not there."""
+    proc = subprocess.run(["git", "-C", str(repo), "-c", "safe.directory=*", "ls-tree", "-r", "-z", "--name-only",
+                           commit], capture_output=True)
+    if proc.returncode != 0:
+        return None
+    return _with_dirs(p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p)
+
+
+def _with_dirs(files: Iterable[str]) -> list[str]:
+    out = set()
+    for f in files:
+        out.add(f)
+        parts = f.split("/")
+        out.update("/".join(parts[:i]) + "/" for i in range(1, len(parts)))
+    return sorted(out)
+
+
+def base_paths(worlds_dir: Path, repo_git: Path, base_commit: str) -> list[str]:
+    """The base commit's paths (what may shadow a module because it was already there): from the world's
+    repository, or from `code/base/<commit>.json` where an export left them (a Harbor task's tests folder holds
+    a repository with the fix's test files only)."""
+    found = tree_paths(repo_git, base_commit)
+    if found is not None:
+        return found
+    stored = Path(worlds_dir) / "code" / "base" / f"{base_commit}.json"
+    return json.loads(stored.read_text()) if stored.exists() else []
 
 
 # --- steps in a session ---------------------------------------------------------------------------------------
@@ -237,56 +216,84 @@ class _AgentBroke(Exception):
     failure, scored 0 with this message."""
 
 
-def apply_files(session: Session, repo_dir: str, files: dict[str, bytes | None], execs: set[str] = frozenset(),
-                prune: Iterable[str] = (), work: str | None = None) -> None:
-    """Write `files` into the session's repository `repo_dir` (a path as the session's commands see it,
-    e.g. `$HOME/slug`), deleting every file named in `prune` first."""
-    work = work or _workdir(session)
-    target = f"{work}/payload-{secrets.token_hex(4)}.json"
-    try:
-        session.write_file(target, payload(files, execs, prune), 0o600)
-    except SandboxError as exc:
-        raise _AgentBroke(f"the verifier could not write its files: {exc}") from None
-    cmd = (f"python3 -I -c {shlex.quote(UNPACK)} {shlex.quote(session.path_of(target))} {repo_dir} && "
-           f"rm -f {shlex.quote(session.path_of(target))}")
-    r = session.exec(cmd, timeout_s=120, kill_others=True)
-    if r.exit_code != 0 or "ok" not in r.stdout:
-        raise _AgentBroke(f"the verifier could not restore the test files: {r.status_line()}: "
-                          f"{r.stderr.strip()[-300:]}")
-
-
 @dataclass
 class TestRun:
-    outcomes: dict[str, str] | None      # None: the report could not be read (error says why)
+    outcomes: dict[str, str] | None      # None: no readable result (error says why)
     messages: dict[str, str]
     status: str
     duration_s: float
     error: str = ""
+    timed_out: bool = False
+    notes: list[str] = field(default_factory=list)
 
 
-def run_tests(session: Session, repo_dir: str, spec: codeenv.EnvSpec, files: list[str], timeout_s: float,
-              work: str, extra_paths: list[str] = (), plugin_names: list[str] = ()) -> TestRun:
-    """Run the test `files` once in the session's repository and parse the runner's JUnit report."""
-    report = f"{work}/report-{secrets.token_hex(4)}.xml"
-    cmd = f"cd {repo_dir} && " + codeenv.test_command(spec, files, session.path_of(report), extra_paths=extra_paths,
-                                                      plugin_names=plugin_names)
-    r = session.exec(cmd, timeout_s=timeout_s, kill_others=True)
-    status = r.status_line()
+@dataclass(frozen=True)
+class Setup:
+    """Where the runner finds the environment in one session: its site folders (Docker: the image's; the local
+    sandbox: the installed files on the host), the pytest plug-ins to load, the runner's own top-level names."""
+
+    site_dirs: tuple[str, ...]
+    plugins: tuple[str, ...]
+    runner_names: tuple[str, ...]
+
+
+def setup_for(session: Session, spec: codeenv.EnvSpec, cache: Path) -> Setup:
+    root = codeenv.install(spec, cache) if spec.ecosystem == "python" else None
+    names = tuple(codeenv.plugins(root)) if root else ()
+    if session.kind == "local" and root is not None:
+        dirs = (str(root / "site"), str(root / "runner"))
+    else:
+        dirs = (codeenv.SITE_DIR, codeenv.RUNNER_DIR)
+    return Setup(dirs, names, tuple(codeenv.runner_top_level()))
+
+
+def run_tests(session: Session, repo_dir: str, spec: codeenv.EnvSpec, files: dict[str, bytes | None],
+              modules: list[str], timeout_s: float, work: str, setup: Setup, *, execs: set[str] = frozenset(),
+              prune: Iterable[str] = (), base: list[str] = (), test_files: Iterable[str] = ()) -> TestRun:
+    """Write `files` over the session's repository `repo_dir` (deleting the `prune` names first) and run the test
+    `modules` once with the sealed runner (see the module docstring)."""
+    body = {"files": files_json(files, set(execs)), "prune": sorted(prune), "modules": list(modules),
+            "timeout_s": float(timeout_s), "per_test_s": codeenv.TEST_TIMEOUT_S, "memory": codeenv.TEST_MEMORY_BYTES,
+            "thread_stack": codeenv.THREAD_STACK_BYTES, "site_dirs": list(setup.site_dirs),
+            "plugins": list(setup.plugins), "runner_names": list(setup.runner_names), "base": list(base),
+            "test_files": sorted(set(test_files) | set(files)), "python": "python3"}
+    if spec.test_command:
+        body.update({"command": spec.test_command, "node_path": f"{codeenv.NODE_DIR}/node_modules"})
     try:
-        raw = session.read_file(report, limit=REPORT_LIMIT)
+        for name, data in (("sealed.py", RUNNER_SOURCE()), ("sealed_child.py", CHILD_SOURCE()),
+                           ("payload.json", json.dumps(body).encode())):
+            session.write_file(f"{work}/{name}", data, 0o600)
     except SandboxError as exc:
-        if r.timed_out:   # the tests did not finish: none of them passed
-            return TestRun({}, {}, status, r.duration_s, "")
-        return TestRun(None, {}, status, r.duration_s,
-                       f"the test runner wrote no report ({status}; {exc}): {r.stderr.strip()[-300:]}")
-    if r.timed_out:
-        return TestRun({}, {}, status, r.duration_s, "")
+        raise _AgentBroke(f"the verifier could not write its files: {exc}") from None
+    cmd = (f"exec python3 -I -S -B {shlex.quote(session.path_of(work + '/sealed.py'))} "
+           f"{shlex.quote(session.path_of(work + '/payload.json'))} {repo_dir}")
+    r = session.exec(cmd, timeout_s=timeout_s + 120, kill_others=True)
+    status = r.status_line()
+    lines = [x for x in r.stdout.splitlines() if x.startswith(sealed.MARK + " ")]
+    if not lines:
+        return TestRun(None, {}, status, r.duration_s, f"the sealed runner left no result ({status}): "
+                                                       f"{(r.stderr or r.stdout).strip()[-300:]}")
+    digest = lines[-1].split()[1]
     try:
-        rep = parse(raw)
-    except JUnitError as exc:
-        return TestRun(None, {}, status, r.duration_s, f"{exc} ({status})")
-    return TestRun(rep.outcomes, {t: _message(m, rep.details.get(t, "")) for t, m in rep.messages.items()}, status,
-                   r.duration_s)
+        raw = session.read_file(f"{work}/result.json", limit=REPORT_LIMIT)
+    except SandboxError as exc:
+        return TestRun(None, {}, status, r.duration_s, f"the sealed runner's result cannot be read: {exc}")
+    if hashlib.sha256(raw).hexdigest() != digest:
+        return TestRun(None, {}, status, r.duration_s, "the sealed runner's result is not the one it wrote")
+    result = json.loads(raw)
+    if spec.test_command:
+        try:
+            rep = parse(base64.b64decode(result.get("junit_b64") or ""))
+        except JUnitError as exc:
+            if result.get("timed_out"):
+                return TestRun({}, {}, status, r.duration_s, timed_out=True)
+            return TestRun(None, {}, status, r.duration_s, f"{exc} ({result.get('status')}): "
+                                                           f"{result.get('output', '')[-200:]}")
+        return TestRun(rep.outcomes, {t: _message(m, rep.details.get(t, "")) for t, m in rep.messages.items()},
+                       status, r.duration_s, timed_out=bool(result.get("timed_out")))
+    return TestRun(dict(result.get("outcomes") or {}), dict(result.get("messages") or {}), status,
+                   float(result.get("duration_s") or r.duration_s), timed_out=bool(result.get("timed_out")),
+                   notes=list(result.get("notes") or []))
 
 
 def _message(message: str, detail: str) -> str:
@@ -298,14 +305,26 @@ def _message(message: str, detail: str) -> str:
     return message
 
 
-def _env_paths(session: Session, spec: codeenv.EnvSpec, cache: Path) -> tuple[list[str], list[str]]:
-    """(extra sys.path entries, pytest plug-ins) for a session: in Docker the image holds the environment;
-    in the local sandbox its installed files on the host are put on sys.path."""
-    root = codeenv.install(spec, cache) if spec.ecosystem == "python" else None
-    names = codeenv.plugins(root) if root else []
-    if session.kind == "local" and root is not None:
-        return [str(root / "site"), str(root / "runner")], names
-    return [], names
+def _source(name: str):
+    """The bytes of one of the runner's files (read once: they are written into every verifier session)."""
+    cache: list[bytes] = []
+
+    def read() -> bytes:
+        if not cache:
+            cache.append((Path(__file__).parent / name).read_bytes())
+        return cache[0]
+    return read
+
+
+RUNNER_SOURCE = _source("sealed.py")
+CHILD_SOURCE = _source("sealed_child.py")
+
+
+def runner_recipe() -> str:
+    """What decides how tests are run (the sealed runner's code, the limits, the runner's versions): part of
+    every cached measurement's key."""
+    return content_hash("sealed-runner", hashlib.sha256(RUNNER_SOURCE() + CHILD_SOURCE()).hexdigest(),
+                        codeenv.runner_recipe())[:16]
 
 
 def verify(session: Session, spec: CodeSpec, worlds_dir: Path) -> dict[str, Any]:
@@ -318,19 +337,23 @@ def verify(session: Session, spec: CodeSpec, worlds_dir: Path) -> dict[str, Any]
     execs = executable(repo_git, spec.fix_commit, [p for p, b in files.items() if b is not None])
     repo_dir = f"$HOME/{shlex.quote(spec.repo)}"
     env = spec.env_spec
-    extra, plugin_names = _env_paths(session, env, env_cache(worlds_dir))
+    setup = setup_for(session, env, env_cache(worlds_dir))
     try:
         work = _workdir(session)
-        apply_files(session, repo_dir, files, execs, CONFIG_NAMES, work)
-        run = run_tests(session, repo_dir, env, list(spec.run), spec.timeout_s, work, extra, plugin_names)
+        run = run_tests(session, repo_dir, env, files, list(spec.run), spec.timeout_s, work, setup, execs=execs,
+                        prune=CONFIG_NAMES, base=base_paths(worlds_dir, repo_git, spec.base_commit),
+                        test_files=spec.restore)
     except _AgentBroke as exc:
         return {"ran": False, "error": "", "failed_setup": str(exc)[:500], "outcomes": {}}
     if run.outcomes is None:
-        return {"ran": True, "error": run.error[:500], "outcomes": {}, "status": run.status}
+        return {"ran": True, "error": "", "no_report": run.error[:500], "outcomes": {}, "status": run.status}
     wanted = set(spec.fail_to_pass) | set(spec.pass_to_pass)
-    return {"ran": True, "error": "", "status": run.status, "duration_s": run.duration_s,
-            "outcomes": {t: run.outcomes.get(t, "missing") for t in sorted(wanted)},
-            "collected": len(run.outcomes)}
+    out = {"ran": True, "error": "", "status": run.status, "duration_s": run.duration_s,
+           "outcomes": {t: run.outcomes.get(t, "missing") for t in sorted(wanted)},
+           "collected": len(run.outcomes)}
+    if run.notes:
+        out["notes"] = run.notes[:20]
+    return out
 
 
 # --- computing the test sets of a candidate --------------------------------------------------------------------
@@ -357,14 +380,16 @@ class Measure:
 
 def measure(sandbox: Sandbox, image: str | None, tree: Path, slug: str, env: codeenv.EnvSpec, cache: Path,
             before: dict[str, bytes | None], after: dict[str, bytes | None], run: list[str], *,
-            execs: set[str] = frozenset(), repeats: int = 3, timeout_s: float = DEFAULT_TIMEOUT_S) -> Measure:
+            execs: set[str] = frozenset(), repeats: int = 3, timeout_s: float = DEFAULT_TIMEOUT_S,
+            restore: Iterable[str] = ()) -> Measure:
     """Run the test modules `run` `repeats` times on `tree` (the parent commit's files, a host folder) with
     `before` written over it (the fix's test files and runner config), then `repeats` times with `after`
     too (the rest of the fix)."""
     import time
 
     started = time.monotonic()
-    deadline = (timeout_s + 60) * repeats * 2 + 300
+    deadline = (timeout_s + 180) * repeats * 2 + 300
+    base = _with_dirs(str(p.relative_to(tree)) for p in tree.rglob("*") if p.is_file() and ".git" not in p.parts)
     with sandbox.session(image=image, mounts=(Mount(tree, "/src"),), deadline_s=deadline) as s:
         repo_dir = f"$HOME/{shlex.quote(slug)}"
         r = s.exec(f"mkdir -p {repo_dir} && cp -R {shlex.quote(s.path_of('/src'))}/. {repo_dir}/",
@@ -375,8 +400,7 @@ def measure(sandbox: Sandbox, image: str | None, tree: Path, slug: str, env: cod
         if env.ecosystem == "node" and s.exec("command -v node", timeout_s=30).exit_code != 0:
             raise SandboxError("the sandbox has no Node.js (the base image is Python only): set "
                                "TASKMINE_BASE_IMAGE to an image of it with node, or leave the family off")
-        extra, plugin_names = _env_paths(s, env, cache)
-        work = _workdir(s)
+        setup = setup_for(s, env, cache)
         runs: dict[str, list[dict[str, str]]] = {"before": [], "after": []}
         messages: dict[str, dict[str, str]] = {"before": {}, "after": {}}
         # one run before and one after first: no test that fails before and passes after ends it there
@@ -385,9 +409,12 @@ def measure(sandbox: Sandbox, image: str | None, tree: Path, slug: str, env: cod
         for i, (phase, files, prune) in enumerate(plan):
             if i == 2 and not classify(runs["before"], runs["after"]).fail_to_pass:
                 break
-            apply_files(s, repo_dir, files, execs, prune, work)
-            t = run_tests(s, repo_dir, env, run, timeout_s, work, extra, plugin_names)
-            error = t.error or (f"the tests did not finish within {timeout_s:g}s" if "timed out" in t.status else "")
+            try:
+                t = run_tests(s, repo_dir, env, files, run, timeout_s, _workdir(s), setup, execs=execs, prune=prune,
+                              base=base, test_files=restore)
+            except _AgentBroke as exc:
+                raise SandboxError(str(exc)) from None
+            error = t.error or (f"the tests did not finish within {timeout_s:g}s" if t.timed_out else "")
             if t.outcomes is None or error:
                 return Measure(runs["before"], runs["after"], messages["before"], f"{phase} the fix: {error}",
                                round(time.monotonic() - started, 3), messages["after"])

@@ -60,7 +60,7 @@ def identities(context: AssetExecutionContext, warehouse: WarehouseResource):
 def anonymized_events(context: AssetExecutionContext, warehouse: WarehouseResource, exports: ExportsResource):
     ds = context.partition_key
     return _result(flow.anonymize(warehouse.store(), ds, exports.dataset_dir(ds),
-                                  _config(context, warehouse, exports)))
+                                  _config(context, warehouse, exports), run_id=context.run_id))
 
 
 @asset(partitions_def=datasets, group_name="mining", deps=[anonymized_events],
@@ -169,7 +169,8 @@ def published_dataset(context: AssetExecutionContext, warehouse: WarehouseResour
 
 
 def difficulty_metadata(report: dict) -> dict:
-    """Per family difficulty and grader error (taskmine.flow.difficulty_report) as a table and the plot."""
+    """Per family difficulty and grader error (taskmine.flow.difficulty_report) as a table and the plot, and the
+    hack-resistance table (every attack class: tasks tried, tasks it passed, best score on published tasks)."""
     import base64
 
     from warehouse.card import narrow_tables
@@ -178,6 +179,9 @@ def difficulty_metadata(report: dict) -> dict:
         return {}
 
     md = {"difficulty": MetadataValue.md("\n\n".join(narrow_tables(report["difficulty_table"])))}
+    if report.get("resistance_table"):
+        md["hack_resistance"] = MetadataValue.md("\n\n".join(narrow_tables(report["resistance_table"],
+                                                                          ("family", "attack"))))
     if report.get("difficulty_plot"):
         b64 = base64.b64encode(report["difficulty_plot"]).decode()
         md["difficulty_plot"] = MetadataValue.md(f"![difficulty](data:image/png;base64,{b64})")

@@ -179,6 +179,8 @@ def cmd_difficulty(args) -> int:
         print(f"{ds}: {len(runs)} runs, {len(base)} baseline runs "
               f"({sum(1 for v in base if v.error_class in ('infra', 'timeout'))} infrastructure failures)")
         print(markdown(report.get("difficulty_table") or []))
+        print("\nhack resistance (every attack class: tasks tried, passing, best and mean on published tasks):")
+        print(markdown(report.get("resistance_table") or []))
         if report.get("difficulty_plot_path"):
             print(f"plot: {report['difficulty_plot_path']}")
     return 0

@@ -48,6 +48,7 @@ def _run(instance, names: list[str], repeats: int) -> int:
             manifest = json.loads((store.published_root() / ds / published / "manifest.json").read_text())
             counts["published"] = manifest["tasks"] if result.success else 0
         print(_funnel_table(ds, counts))
+        print(_withheld_line(flow.withheld_summary(store, ds)))
         if result.success and published:
             print(f"published: {store.published_root() / ds / published}")
         else:
@@ -65,6 +66,15 @@ def _funnel_table(ds: str, counts: dict[str, int]) -> str:
     rows = [f"  {'stage':<{width}}  count", f"  {'-' * width}  -----"]
     rows += [f"  {s:<{width}}  {counts.get(s, 0):>5}" for s in stages]
     return "\n".join(rows)
+
+
+def _withheld_line(w: dict) -> str:
+    """What was withheld because the leak audit still found something in it after anonymization."""
+    if not w["total"]:
+        return f"  withheld: none of {w['records']} records"
+    reasons = ", ".join(f"{n} {k}" for k, n in w["by_reason"].items())
+    kinds = ", ".join(f"{n} {k}" for k, n in w["by_kind"].items())
+    return f"  withheld: {w['total']} of {w['records']} records ({w['rate']:.2%}): {kinds}; reasons: {reasons}"
 
 
 def _descendants(pid: int) -> list[int]:

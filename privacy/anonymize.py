@@ -125,6 +125,10 @@ class Pseudonym:
     username: str
 
 
+class VaultError(ValueError):
+    """A vault that cannot be opened as asked (another salt than the one it was made with)."""
+
+
 class Vault:
     """The private mapping person -> pseudonym, with the dataset's secret salt. Never published."""
 
@@ -132,12 +136,22 @@ class Vault:
         self.path, self.salt, self.domain, self.pseudonyms = path, salt, domain, pseudonyms
 
     @classmethod
-    def load(cls, path: Path) -> Vault:
+    def load(cls, path: Path, salt: str | None = None) -> Vault:
+        """The vault at `path`, or a new one. A new vault draws its salt at random unless `salt` is given (a run
+        is reproducible given its salt: the same salt gives the same pseudonyms, domains and Message-IDs); an
+        existing vault keeps its own, and asking for another is an error (its pseudonyms are already out)."""
+        if salt is not None and not salt.strip():
+            raise VaultError("the pseudonym salt is empty: set TASKMINE_SALT to a secret string (e.g. "
+                             "`openssl rand -hex 16`) or unset it")
         if path.exists():
             data = json.loads(path.read_text())
+            if salt is not None and salt != data["salt"]:
+                raise VaultError(f"{path} was made with another salt than TASKMINE_SALT: unset TASKMINE_SALT to "
+                                 "keep this dataset's pseudonyms, or remove that vault (and re-run from the "
+                                 "anonymize stage) to draw them from the new salt")
             return cls(path, data["salt"], data["domain"],
                        {k: Pseudonym(**v) for k, v in data["pseudonyms"].items()})
-        salt = secrets.token_hex(16)
+        salt = salt if salt is not None else secrets.token_hex(16)
         return cls(path, salt, f"corp-{content_hash('domain', salt)[:6]}.example", {})
 
     def save(self) -> None:
@@ -219,6 +233,7 @@ class Term:
 
 
 # Higher wins when two recognizers propose overlapping replacements.
+SECRET_LITERAL_MIN = 6   # a secret value this long repeated in a quoted literal of code is replaced there too
 _PRIO = {"message_id": 6, "secret": 5, "pattern": 4, "routing": 3, "term": 2, "domain": 1, "residue": 0}
 _ROLE_RANK = {"full": 0, "user": 1, "handle": 2, "first": 3, "last": 4, "nick": 5, "place": 6}
 
@@ -282,6 +297,12 @@ class Scrubber:
         if self._known is not None:  # same matches, in time that does not grow with the number of names
             self._known = TermMatcher(self._known, self.terms, term_pattern)
         self._detector = None
+        # Secrets in source code (code=True) become fakes, one per secret value (`fake_secret`): the same in every
+        # file and commit, and in the quoted literals that repeat a value found anywhere, so tests that compare
+        # them still pass. Prose keeps the typed placeholders ([SECRET:URL_PASSWORD]).
+        self.code_secrets: dict[str, str] = {}
+        self._secret_literals: re.Pattern | None = None
+        self._secret_literals_of = 0
 
     # ------------------------------------------------------------------------------------------- terms
 
@@ -467,9 +488,12 @@ class Scrubber:
                 if new:
                     cands.append(Edit(m.start(1), m.end(1), new, "message_id"))
         for sp in pii.find(text):
-            edit = self.replacement(text, sp)
+            edit = self.replacement(text, sp, code)
             if edit is not None:
                 cands.append(edit)
+        if code and self.code_secrets:
+            for m in self._literals().finditer(text):
+                cands.append(Edit(m.start(), m.end(), self.code_secrets[m.group(0)], "secret"))
         for r in () if code else routing.find(text):  # source code has no mail routing lines
             new = self._routed(r)
             if new is not None:
@@ -624,7 +648,32 @@ class Scrubber:
         return bool(before and fold(before.group(1)) in names - {here}) or \
             bool(after and fold(after.group(1)) in names - {here})
 
-    def _pattern(self, sp: pii.Span) -> str:
+    def fake_secret(self, value: str) -> str:
+        """The fake that stands for a secret value in source code: derived from the value and the vault's salt
+        (the same value, the same fake, in every file, commit and run; none leads back to it), shaped like a
+        word (valid in a URL's user info, a header, an assignment), and a placeholder to the leak audit
+        (`fake...`, privacy.pii)."""
+        fake = self.code_secrets.get(value)
+        if fake is None:
+            digest = content_hash("secret", self.vault.salt, value)
+            fake = self.code_secrets[value] = "fake" + digest[:max(8, min(len(value), 32) - 4)]
+        return fake
+
+    def _literals(self) -> re.Pattern:
+        """Quoted literals that are a secret value found anywhere (a password a test compares a URL's with)."""
+        if self._secret_literals is None or self._secret_literals_of != len(self.code_secrets):
+            values = sorted((v for v in self.code_secrets if len(v) >= SECRET_LITERAL_MIN and "\n" not in v),
+                            key=lambda v: (-len(v), v))
+            self._secret_literals = re.compile(rf"(?<=[\"'`])(?:{'|'.join(map(re.escape, values))})(?=[\"'`])") \
+                if values else _NEVER
+            self._secret_literals_of = len(self.code_secrets)
+        return self._secret_literals
+
+    def _pattern(self, sp: pii.Span, code: bool = False) -> str:
+        if sp.kind.startswith("secret:"):
+            fake = self.fake_secret(sp.value)   # known from now on, for the literals of later code
+            if code:
+                return fake
         if sp.kind == "email":
             address = re.sub(r"\n(?:[ \t]*>)*[ \t]*", "", sp.value)  # wrapped by a quoting client
             if "@" not in address:  # "user [at] host [dot] org"
@@ -691,14 +740,14 @@ class Scrubber:
                                                        "last.first"))
         return sorted(out)
 
-    def replacement(self, text: str, sp: pii.Span) -> Edit | None:
+    def replacement(self, text: str, sp: pii.Span, code: bool = False) -> Edit | None:
         """The edit the first pass makes for a span `pii.find` gave (offsets into `text`), or None where it stays:
         the person's part of a personal URL, a placeholder, an address's pseudonym."""
         seg = self._personal_segment(sp) if sp.kind == "url_personal" else None
         if seg is not None:  # only the person's part of a link or path goes
             a, b, new = seg
             return Edit(sp.start + a, sp.start + b, new, "pattern") if b > a else None
-        new = self._pattern(sp)
+        new = self._pattern(sp, code)
         if new == sp.value:
             return None
         return Edit(sp.start, sp.end, new, "secret" if sp.kind.startswith("secret:") else "pattern")

@@ -1,6 +1,8 @@
 """The leak audit: one function, `audit(root, rules)`, that every gate uses (publish, `taskmine audit`, the
 `anonymized_leaks` and `leak_audit` asset checks), so what blocks a run is decided in one place; and its detector
 (`Rules`) is the anonymizer's last pass, so what the audit refuses the anonymizer has replaced (convention 20).
+The anonymize stage judges each record it writes with the same rules, read the same way (`privacy.withhold`), and
+withholds what they still refuse.
 
 What it looks for (`Rules`, built for one dataset by `Rules.of(anonymizer, ner)`):
 - the dataset's known identity strings, which are the anonymizer's own (`Scrubber.terms`: every form of every
@@ -226,7 +228,7 @@ class Rules:
         else:
             yield from self._listed(text, whole_field)
         if self.patterns if patterns is None else patterns:
-            yield from self._patterns(text, self.secrets if secrets is None else secrets)
+            yield from self._patterns(text, self.secrets if secrets is None else secrets, code)
 
     def _terms(self, text: str, code: bool) -> Iterator[tuple[Finding, object]]:
         """The dataset's known strings where the anonymizer's own decision (`Scrubber._term`) replaces them."""
@@ -260,7 +262,7 @@ class Rules:
                         strong_cue(text, m.start(), m.end(), "user"):
                     yield Finding(m.start(), m.end(), "username", self.index.get(norm(m.group(0)), -1)), None
 
-    def _patterns(self, text: str, secrets: bool) -> Iterator[tuple[Finding, object]]:
+    def _patterns(self, text: str, secrets: bool, code: bool = False) -> Iterator[tuple[Finding, object]]:
         from privacy import pii
 
         for sp in pii.find(text):
@@ -269,7 +271,7 @@ class Rules:
                     continue
             elif self._ours(sp):
                 continue
-            edit = self.scrub.replacement(text, sp) if self.scrub is not None else None
+            edit = self.scrub.replacement(text, sp, code) if self.scrub is not None else None
             yield Finding(sp.start, sp.end, sp.kind, -1), edit
 
     def _ours(self, sp) -> bool:
@@ -448,16 +450,9 @@ def _texts(path: Path) -> Iterator[tuple[str, str, str]]:
     if path.suffix == ".parquet":
         table = pq.read_table(path)
         for name in table.column_names:
-            kind = "prose" if name in PROSE_COLUMNS else ("code" if name in CODE_COLUMNS else "field")
             for i, v in enumerate(table.column(name).to_pylist()):
-                if v is None:
-                    continue
-                doc = v if isinstance(v, (list, dict)) else _json_value(v)   # nested columns (trajectories)
-                if doc is None:
-                    yield f"column {name} row {i}", str(v), kind
-                else:  # a JSON column (reference, rubric, world): its strings, so an escape (\n) glues nothing
-                    for pointer, value, key in _strings(doc, ""):
-                        yield f"column {name} row {i} {pointer}", value, "field" if key else kind
+                for pointer, text, kind in value_texts(name, v):
+                    yield f"column {name} row {i}{pointer}", text, kind
         return
     if path.suffix == ".bundle":
         with tempfile.TemporaryDirectory() as tmp:
@@ -485,6 +480,21 @@ def _texts(path: Path) -> Iterator[tuple[str, str, str]]:
     kind = "prose" if path.suffix in (".md", ".txt", ".eml") else "text"
     for offset in range(0, max(len(data), 1), 1 << 20):
         yield f"bytes {offset}", data[offset:offset + (1 << 20)].decode("utf-8", "replace"), kind
+
+
+def value_texts(column: str, v) -> Iterator[tuple[str, str, str]]:
+    """(pointer, text, kind) of one value of a table's column, as the audit reads a Parquet file: the strings of
+    a nested or JSON value (so an escape (\\n) glues nothing), else the value as text; kind "prose" in a prose
+    column (`PROSE_COLUMNS`), "code" in a code column (`CODE_COLUMNS`), else "field". `privacy.withhold` reads records the same way."""
+    if v is None:
+        return
+    kind = "prose" if column in PROSE_COLUMNS else ("code" if column in CODE_COLUMNS else "field")
+    doc = v if isinstance(v, (list, dict)) else _json_value(v)   # nested columns (trajectories)
+    if doc is None:
+        yield "", str(v), kind
+    else:  # a JSON column (reference, rubric, world)
+        for pointer, value, key in _strings(doc, ""):
+            yield f" {pointer}", value, "field" if key else kind
 
 
 def _json_value(v) -> dict | list | None:

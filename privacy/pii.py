@@ -173,6 +173,7 @@ def _entropy(value: str) -> float:
 # ---------------------------------------------------------------------------------------------- email
 
 _EMAIL_BACK = re.compile(r"[A-Za-z0-9._%+-]{1,64}\Z")
+_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s/?#@:]{0,128}:\Z")
 _EMAIL_WRAPPED = re.compile(r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@[A-Za-z0-9-]{1,63}"
                             r"(?:\.[A-Za-z0-9-]{1,63}){0,4}\.\n(?:[ \t]*>)*[ \t]*[A-Za-z]{2,24}(?![\w-])")
 _EMAIL_OBF = re.compile(
@@ -193,6 +194,8 @@ def _emails(t: _Text) -> Iterator[_Cand]:
     s = t.s
     if "@" in s:
         for m in _anchored(s, s, "@", _EMAIL_BACK, EMAIL):
+            if _USERINFO.search(s, max(0, m.start() - 256), m.start()):
+                continue   # "scheme://user:<password>@host": a URL's password and host, no address
             if not email_excused(s, m.start(), m.end()):  # "Default@2x.png", "<20010614.123@host>"
                 yield m.start(), m.end(), "email", _OTHER
         if ".\n" in s:  # an address a quoting client wrapped after a dot: "jane.roe@mail.\n>>> com>"

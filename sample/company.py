@@ -551,7 +551,8 @@ class _Company:
         for i in issues:
             self._resolve(i, t + self.hours(0.5, 20), resolver, "Fixed")
             if i.reporter is not resolver and rng.random() < 0.5:
-                text = Text().add("Fixed on main, {f} please verify.", f=mention(i.reporter, "first_name"))
+                text = Text().add("Fixed on main in {m}, {f} please verify.", m=f"{self.pkg}/{i.fn.module}.py",
+                                  f=mention(i.reporter, "first_name"))
                 i.comments.append(Comment(self.snap(i.resolved + self.hours(0.02, 1), resolver), resolver, text))
 
     def _fix_commit(self, issues: list[Issue], t: int, author: Person, ops: list, kind: str) -> None:

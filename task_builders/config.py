@@ -8,6 +8,8 @@ Example:
     repeats = 3                 # oracle and null runs per task
     validate_parallel = 1       # tasks validated at once (each episode a sandbox session of its own)
     max_quarantine_rate = 0.2   # the quarantine asset check fails above this share of records
+    max_withheld_rate = 0.02    # the anonymized_leaks check fails above this share of records withheld (the
+                                #   leak audit still refused something in them after anonymization)
     ner_model = "en_core_web_sm"  # "" turns NER off (known identities and patterns are still scrubbed)
     allow = ["Apache", "GitHub"]  # reviewed public names NER must not treat as people or places
     answer_window_hours = 72    # a Slack answer / e-mail reply must come this soon after its question
@@ -78,6 +80,7 @@ class DatasetConfig(BaseModel):
     repeats: int = Field(3, ge=1, le=20)
     validate_parallel: int = Field(1, ge=1, le=32)
     max_quarantine_rate: float = Field(0.2, ge=0, le=1)
+    max_withheld_rate: float = Field(0.02, ge=0, le=1)
     history_limit: int = Field(200, ge=0)
     test_share: float = Field(0.2, ge=0, le=1)
     ner_model: str = "en_core_web_sm"   # spaCy model for names outside the identity graph; "" turns NER off

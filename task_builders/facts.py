@@ -44,7 +44,9 @@ _VERSION = re.compile(r"(?<![\w.-])v?\d+\.\d+(?:\.\d+){0,3}(?:-(?:alpha|beta|rc|
 _REF = re.compile(r"(?<![\w&#/])(?:([\w.-]+/[\w.-]+))?#(\d{1,6})(?!\w)")
 _SHA = re.compile(r"(?<![\w-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}(?![\w@-])")
 # a Message-ID, not an address in angle brackets: its left part carries a run of digits (hex ids, timestamps)
-_MESSAGE_ID = re.compile(r"<((?=[^<>@\s]*\d{3})[^<>@\s]{6,200}@(?![^<>@\s]*redacted)[^<>@\s]{2,200})>")
+# (or the anonymizer's own form, `<hex@message-id.invalid>`, whatever digits its salted hash happens to hold)
+_MESSAGE_ID = re.compile(r"<((?=[^<>@\s]*\d{3})[^<>@\s]{6,200}@(?![^<>@\s]*redacted)[^<>@\s]{2,200}"
+                         r"|[0-9a-f]{16,64}@message-id\.invalid)>")
 _SNAKE = re.compile(r"(?<![\w.$-])[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?:\(\))?(?![\w-])")
 _CAMEL = re.compile(r"(?<![\w.$-])(?:[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*){2,}|[A-Z][a-z0-9]{2,}[A-Z][a-z0-9]{2,}"
                     r"|[a-z]{2,}(?:[A-Z][a-z0-9]+)+)(?:\(\))?(?![\w-])")
@@ -229,7 +231,9 @@ def stated_in(facts: Iterable[Fact], *texts: str | None) -> list[Fact]:
 
 def supported(view, fact: Fact) -> bool:
     """Does the world at the view's cutoff hold the fact (an issue that exists then, the text in a document
-    reachable then, or for a person, a document they wrote by then)? The agent could have found it."""
+    reachable then, or for a person, a document they wrote by then)? The agent could have found it. Only
+    content counts (a message, a ticket, a comment; the families add commits and files): a notice a machine
+    wrote (a channel join, a bot's post: `automated`) is no evidence that anyone knew the fact."""
     if view is None:
         return False
     if fact.kind == "issue_key" and view.issue(fact.text) is not None:
@@ -242,6 +246,7 @@ def supported(view, fact: Fact) -> bool:
         if any(view.issue(k) is not None for k in keys):
             return True
         return bool(view.token_hits(f"#{number}"))
-    if fact.kind == "person" and any(view.authored(s) for s in fact.spellings() if " " in s.strip()):
+    if fact.kind == "person" and any(view.authored(s, content=True) for s in fact.spellings() if " " in s.strip()):
         return True      # by the full name of someone who wrote in the world by then (a sender, a commenter)
-    return any(view.token_hits(s) for s in fact.spellings() if len(s) >= 2)
+    # only what people wrote is evidence: a channel-join notice or a bot's post names a person, it says nothing
+    return any(view.token_hits(s, content=True) for s in fact.spellings() if len(s) >= 2)

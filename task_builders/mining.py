@@ -85,7 +85,9 @@ def link_commits(events: Iterable[Event], known_keys: set[str]) -> tuple[list[Li
     for ev in events:
         if ev.kind != "commit":
             continue
-        keys = find_keys(ev.body or ev.title, known_keys)
+        # a withheld commit keeps the keys its message named (privacy.withhold): its issue must know a fix is gone
+        keys = [k for k in ev.attrs.get("keys") or [] if k in known_keys] if ev.withheld else \
+            find_keys(ev.body or ev.title, known_keys)
         if not keys:
             continue
         if ev.attrs.get("merge"):
@@ -113,6 +115,7 @@ SKIP_NOT_RESOLVED = "not resolved"
 SKIP_NO_NOTE = "resolved without a comment"
 SKIP_EMPTY = "request has no text"
 SKIP_ANSWER_TAKEN = "its answer answers an earlier question"
+SKIP_WITHHELD = "a record it needs was withheld"   # privacy.withhold: the request, or a reply before the answer
 
 SHINGLE = 5              # words in a shingle of quoted text (finding the message a reply quotes)
 MIN_QUOTED = 3           # shared shingles that make a message the one a reply quotes
@@ -273,12 +276,18 @@ class _Miner:
         commit_ts = {e.event_id: e.ts for e in self.events if e.kind == "commit"}
         items = []
         for key, issue in sorted(self.issue_events.items()):
+            if issue.withheld:
+                self.skip("issue", issue, SKIP_WITHHELD, f"{key}: {issue.withheld}")
+                continue
             fix = sorted(fixes.get(key, []), key=lambda link: (commit_ts[link.commit_event_id], link.sha))
+            gone = [link for link in fix if self.by_id[link.commit_event_id].withheld]
+            fix = [link for link in fix if link not in gone]
             mentions = sorted({e.event_id: e for e in self.mentions.get(issue.event_id, [])}.values(), key=_key)
-            context = thread.get(key, []) + mentions
+            context = [e for e in thread.get(key, []) if not e.withheld] + mentions
             items.append(self.item(
                 "issue", issue, [self.by_id[link.commit_event_id] for link in fix], context,
                 {"key": key, "project": issue.attrs.get("project"),
+                 **({"withheld_fixes": len(gone)} if gone else {}),   # commit_link, code_change: fixes unknown
                  "fix_shas": [link.sha for link in fix],
                  "fix_ts": [commit_ts[link.commit_event_id].isoformat() for link in fix],
                  "mentions": len(mentions),
@@ -296,6 +305,9 @@ class _Miner:
             return None
         asker, reasons = person_of(q), []
         for r in replies:
+            if r.withheld:     # it may have been the answer: what it said is unknown, so no reply is taken after it
+                self.skip(kind, q, SKIP_WITHHELD, f"reply {r.event_id[:12]}: {r.withheld}")
+                return None
             if person_of(r) == asker:
                 reasons.append(SKIP_SELF_REPLY)
             elif automated(r):
@@ -311,6 +323,9 @@ class _Miner:
         return None
 
     def candidate(self, kind: str, e: Event) -> bool:
+        if e.withheld:
+            self.skip(kind, e, SKIP_WITHHELD, e.withheld)
+            return False
         why = automated(e)
         if why:
             self.skip(kind, e, SKIP_AUTOMATED, why)
@@ -342,7 +357,7 @@ class _Miner:
             answer = self.answer_of("email_reply", e, replies)
             if answer is None:
                 continue
-            before = [x for x in threads[e.thread_key] if _key(x) < _key(e)]
+            before = [x for x in threads[e.thread_key] if _key(x) < _key(e) and not x.withheld]
             items.append(self.item("email_reply", e, [answer], before[-self.config.context_messages:] if
                                    self.config.context_messages else [],
                                    {"subject": e.title or "", "list": e.attrs.get("list_id"),
@@ -379,6 +394,9 @@ class _Miner:
                 for r in channel[ch][pos:]:
                     if r.ts - q.ts > channel_window:
                         break
+                    if r.withheld:   # it may have been the answer (answer_of says so)
+                        later = [r]
+                        break
                     if person_of(r) == asker or automated(r):
                         continue
                     mentioned = {str(m.get("name", "")).lower() for m in r.attrs.get("mentions") or []}
@@ -398,7 +416,7 @@ class _Miner:
             answered.add(answer.event_id)
             pos = bisect.bisect_left(keys[ch], _key(q))
             n = self.config.context_messages
-            context = [e for e in channel[ch][max(0, pos - n):pos] if not automated(e)] if n else []
+            context = [e for e in channel[ch][max(0, pos - n):pos] if not automated(e) and not e.withheld] if n else []
             items.append(self.item("chat_answer", q, [answer], context,
                                    {"channel": q.attrs.get("channel_name"), "in_thread": in_thread,
                                     "answer_delay_h": round((answer.ts - q.ts).total_seconds() / 3600, 2)},
@@ -411,6 +429,8 @@ class _Miner:
         window = dt.timedelta(hours=self.config.resolution_window_hours)
         items = []
         for key, issue in sorted(self.issue_events.items()):
+            if issue.withheld:
+                continue       # skipped once, as an issue
             thread = self.threads.get(key, [])
             resolved_at, evidence = None, "changelog"
             for e in thread:
@@ -434,6 +454,10 @@ class _Miner:
                 note_by = "last note before the resolution date"
             if not notes:
                 self.skip("resolution", issue, SKIP_NO_NOTE, key)
+                continue
+            withheld = [e for e in thread if e.withheld and e.ts <= resolved_at + window]
+            if withheld:   # a withheld comment or change may have been the note, or decided the resolution
+                self.skip("resolution", issue, SKIP_WITHHELD, f"{key}: {len(withheld)} records withheld")
                 continue
             note = min(notes, key=lambda e: (abs(e.ts - resolved_at), e.event_id))
             fix = [self.by_id[link.commit_event_id] for link in self.fixes.get(key, [])]

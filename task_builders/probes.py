@@ -22,7 +22,10 @@ place). `add_catalogue` (called by `seal` on the family's drafts) appends to eac
   generic polite reply (`acknowledgement`), the request quoted back and another request's reply;
 - code: `sibling` (another fix's patch) and `hardcoded_returns` (every function of the files the fix
   changes returns None: a hard-coded stub of the code under test; hard-coding the values the hidden tests
-  expect is not generated: the probe would have to read the hidden tests, which is the oracle's knowledge).
+  expect is not generated: the probe would have to read the hidden tests, which is the oracle's knowledge);
+  and for Python every attack on the verifier in task_builders.verifier_probes (`report_patch`,
+  `report_patch_unittest`, `report_plugin`, `stdlib_shadow_root`, `stdlib_shadow_package`, `exit_at_import`,
+  `sys_exit_at_import`, `startup_hooks`, `pyc_planting`, `report_tamper`, `runner_introspection`).
 - null is not a probe here: `seal` and validation run it already (<= 0.05, every repeat).
 
 Thresholds (`threshold`): a probe must score under `probe_max` (DatasetConfig, default 0.5), or the
@@ -83,6 +86,12 @@ class Entities:
         names = {"issuetype": "type", "type": "type", "priority": "priority", "assignee": "assignee",
                  "resolution": "resolution", "status": "status", "component": "components",
                  "components": "components"}
+        first: dict[tuple[str, str], tuple] = {}
+
+        def seen(f: str, v: str, e) -> None:
+            counts[f][v] += 1
+            first[(f, v)] = min(first.get((f, v), (e.ts, e.event_id)), (e.ts, e.event_id))
+
         for e in ctx.events.values():
             a = e.attrs or {}
             for p in a.get("people") or []:
@@ -94,16 +103,16 @@ class Entities:
                                 ("resolution", "resolution"), ("status", "status")):
                     v = _name(a.get(attr))
                     if v:
-                        counts[f][v] += 1
+                        seen(f, v, e)
                 for c in a.get("components") or []:
                     if _name(c):
-                        counts["components"][_name(c)] += 1
+                        seen("components", _name(c), e)
             elif e.kind == "field_changed":
                 f = names.get(str(a.get("field", "")).casefold())
                 if f:
                     for v in (a.get("fromString"), a.get("toString")):
                         if v:
-                            counts[f][str(v)] += 1
+                            seen(f, str(v), e)
         shas = []
         for e in ctx.events.values():
             if e.kind == "commit":
@@ -111,8 +120,10 @@ class Entities:
                 world = ((ctx.repos.get(repo) or {}).get("sha_map") or {}).get(e.native_id)
                 if world:
                     shas.append((e.ts.timestamp(), world, repo))
+        # ties go to the value seen first (time, then event id), never to the alphabet: an assignee's name is
+        # a pseudonym, and which one sorts first depends on the salt drawn
         return cls(keys=sorted((t, k) for k, t in keys.items()), people=sorted(people), shas=sorted(shas),
-                   values={f: [v for v, _ in sorted(c.items(), key=lambda x: (-x[1], x[0]))]
+                   values={f: [v for v, _ in sorted(c.items(), key=lambda x: (-x[1], first[(f, x[0])]))]
                            for f, c in counts.items()})
 
     def text(self) -> str:
@@ -138,6 +149,13 @@ def _line(text: str, limit: int = A.SHORT) -> str:
 
 def seed(dataset: str, family: str, item_id: str) -> random.Random:
     return random.Random(int(content_hash("probe-seed", dataset, family, item_id)[:16], 16))
+
+
+def stable(d) -> str:
+    """A draft's identity that no pseudonym enters: its request's event id (a hash of the raw record's id). A work
+    item's id hashes the request's native id, which for mail is the Message-ID the anonymizer redraws from the
+    vault's salt: seeding or ordering by it made which probe a task got depend on the salt drawn."""
+    return d.item.request_event_id or d.item.item_id
 
 
 # --- rewriting a reference's calls ---------------------------------------------------------------------------
@@ -189,13 +207,19 @@ def retarget(calls: list[A.Tool], like: list[A.Tool]) -> list[A.Tool]:
     return out
 
 
+_NOT_WORDS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|https?://\S+|(?:@|\[~)[\w.-]+\]?")
+
+
 def words(text: str) -> set[str]:
-    return set(re.findall(r"[a-z0-9]{3,}", text.casefold()))
+    """The ordinary words of a text: written in lower case (a name is capitalized), outside addresses, URLs and
+    mentions (pseudonyms and the pseudonymous domain live there), so that which draft is nearest another does
+    not depend on the pseudonyms drawn."""
+    return set(re.findall(r"(?<![A-Za-z0-9])[a-z0-9]{3,}(?![A-Za-z0-9])", _NOT_WORDS.sub(" ", text)))
 
 
 def nearest(drafts: list, i: int) -> int | None:
     """The index of the draft nearest draft i (Jaccard of prompt words), of another thread and with another
-    reference; ties go to the smaller work item id (the drafts' order is the store's, not fixed)."""
+    reference; ties go to the smaller request event id (the drafts' order is the store's, not fixed)."""
     me = drafts[i]
     mine = words(me.prompt)
     ref = _ref_key(me)
@@ -204,7 +228,7 @@ def nearest(drafts: list, i: int) -> int | None:
         if j == i or d.item.thread_key == me.item.thread_key or _ref_key(d) == ref:
             continue
         other = words(d.prompt)
-        k = (-len(mine & other) / max(1, len(mine | other)), d.item.item_id)
+        k = (-len(mine & other) / max(1, len(mine | other)), stable(d))
         if key is None or k < key:
             best, key = j, k
     return best
@@ -223,11 +247,16 @@ def catalogue(ctx, family, drafts: list) -> None:
     from task_builders.families import Probe
 
     ents = Entities.of(ctx) if any("code" not in d.meta for d in drafts) else Entities()
+    consts = constants(drafts, ents)
+    lists = Listing(ctx) if any(is_text(c) and not isinstance(c, A.Answer) for d in drafts for c in d.reference) \
+        else None
     for i, d in enumerate(drafts):
         have = {p.name for p in d.probes}
         j = nearest(drafts, i)
         sib = drafts[j] if j is not None else None
-        made = code_probes(ctx, d, sib) if "code" in d.meta else call_probes(ctx, family, d, sib, drafts, ents)
+        made = code_probes(ctx, d, sib) if "code" in d.meta else [
+            *call_probes(ctx, family, d, sib, drafts, ents), *constant_probes(ctx, d, ents, consts),
+            *(lists.probes(d) if lists is not None else [])]
         for name, how in made:
             if name in have:
                 continue
@@ -242,7 +271,7 @@ def call_probes(ctx, family, d, sib, drafts: list, ents: Entities) -> list[tuple
     ref = d.reference
     if not ref:
         return []
-    rng = seed(ctx.dataset, family.name, d.item.item_id)
+    rng = seed(ctx.dataset, family.name, stable(d))
     out: list[tuple[str, list[A.Tool]]] = []
     prompt = _bounded(d.prompt)
     shas = [c for c in ref if isinstance(c, A.Answer) and c.sha]
@@ -281,7 +310,7 @@ def call_probes(ctx, family, d, sib, drafts: list, ents: Entities) -> list[tuple
         elif is_text(c):
             others = sorted((x for x in drafts if x is not d and x.item.thread_key != d.item.thread_key
                              and text_of(x.reference).strip() and text_of(x.reference) != text_of(ref)),
-                            key=lambda x: x.item.item_id)
+                            key=stable)
             if others:
                 rand += with_text([c], text_of(rng.choice(others).reference))
         else:
@@ -322,6 +351,141 @@ def call_probes(ctx, family, d, sib, drafts: list, ents: Entities) -> list[tuple
         if keys:
             out.append(("keyword_stuffing", with_text(ref, " ".join(dict.fromkeys(keys)))))
     return out
+
+
+# --- constants and lists: what a policy that never reads the task would submit ----------------------------------
+
+LIST_SIZE = 9          # values of one kind a listing probe names
+CONSTANT_TEXT = "Thanks, this is resolved now. Closing the ticket."
+LISTED = ("person", "file", "version", "issue_key", "url", "commit")   # kinds every listing probe tries
+
+
+def constants(drafts: list, ents: Entities | None = None) -> dict[str, object]:
+    """field -> the value the family's references give it most often (a policy's best constant answer: the
+    commonest type, priority, component, assignee, resolution over the tasks). Values tied among the tasks go by
+    how common they are in the whole dataset (`Entities.values`: then by first appearance), what a policy that read
+    the company's history would prefer; never by the alphabet of pseudonyms nor by the tasks' own order (which
+    would make the constant one task's answer). Without `ents`, a tied field has no constant."""
+    counts: dict[str, Counter] = {}
+    for d in drafts:
+        for c in d.reference:
+            if not isinstance(c, A.JiraUpdate):
+                continue
+            for f in (*SCALARS, "components"):
+                v = getattr(c, f)
+                for x in (v if isinstance(v, list) else [v] if v else []):
+                    counts.setdefault(f, Counter())[x] += 1
+    out = {}
+    for f, c in counts.items():
+        n = max(c.values())
+        tied = [v for v, k in c.items() if k == n]
+        if len(tied) == 1:
+            out[f] = tied[0]
+        elif ents is not None:
+            order = {v: i for i, v in enumerate(ents.values.get(f) or [])}
+            known = [v for v in tied if v in order]
+            if known:
+                out[f] = min(known, key=order.__getitem__)
+    return out
+
+
+def named_value(text: str, pool: list[str]) -> str | None:
+    """The first value of `pool` (commonest first) that `text` names as a word (case-insensitive)."""
+    for v in pool:
+        if v and re.search(rf"(?<![\w-]){re.escape(v)}(?![\w-])", text, re.I):
+            return v
+    return None
+
+
+def constant_probes(ctx, d, ents: Entities, consts: dict) -> list[tuple[str, list[A.Tool]]]:
+    """`constant_values`: every field the reference sets given the family's commonest value (the same answer on
+    every task), a written part replaced by a stock sentence; `prompt_values`: each field given the value the
+    prompt names (the component of the module the issue names, the reporter as assignee, "bug" as type), else
+    the commonest. Only for references that set fields (triage, a resolution)."""
+    ups = [c for c in d.reference if isinstance(c, A.JiraUpdate)]
+    if not ups:
+        return []
+
+    def const(f: str):
+        v = consts.get(f)
+        return None if v is None else [v] if f == "components" else v
+
+    def named(f: str):
+        pool = [*(ents.values.get(f) or []), *([str(consts[f])] if f in consts else [])]
+        if f == "assignee":
+            pool = [*pool, *ents.people]
+        v = named_value(d.prompt, list(dict.fromkeys(pool)))
+        return ([v] if f == "components" else v) if v else const(f)
+
+    out = []
+    for name, value in (("constant_values", const), ("prompt_values", named)):
+        calls = []
+        for c in with_text(d.reference, CONSTANT_TEXT):
+            if isinstance(c, A.JiraUpdate):   # built anew: a field without a value is left unset, never the answer
+                fields = {f: v for f in (*SCALARS, "components") if getattr(c, f) and (v := value(f)) is not None}
+                if not fields:
+                    continue
+                c = A.JiraUpdate(key=c.key, **fields)
+            calls.append(c)
+        # kept even when it is the reference itself: a task whose answer is the constant is no task (it must fail)
+        if any(isinstance(c, A.JiraUpdate) for c in calls):
+            out.append((name, calls))
+    return out
+
+
+def redraw_constants(ctx, family, drafts: list) -> dict[int, set[str]]:
+    """The constant probes of `drafts` drawn again from these drafts' own constants (seal's `settle`, after other
+    drafts were dropped); {id(draft): names of the probes whose calls changed}. Thresholds are kept."""
+    if not any(isinstance(c, A.JiraUpdate) for d in drafts for c in d.reference):
+        return {}
+    ents = Entities.of(ctx)
+    consts = constants(drafts, ents)
+    changed: dict[int, set[str]] = {}
+    for d in drafts:
+        made = dict(constant_probes(ctx, d, ents, consts))
+        for p in d.probes:
+            if p.name in made and made[p.name] != p.calls:
+                p.calls = made[p.name]
+                changed.setdefault(id(d), set()).add(p.name)
+    return changed
+
+
+class Listing:
+    """Listing probes of the communication families: a reply naming the LIST_SIZE commonest values of a fact
+    kind in the world at the task's cutoff (task_builders.prevalence: what the tools show most), one probe per
+    kind the rubric grades and per kind of LISTED, and one naming the commonest of every kind at once."""
+
+    def __init__(self, ctx):
+        from task_builders.families.communication import Tools
+
+        self.prevalence = Tools(ctx).prevalence()
+
+    def probes(self, d) -> list[tuple[str, list[A.Tool]]]:
+        texts = [c for c in d.reference if is_text(c) and not isinstance(c, A.Answer)]
+        if not texts:
+            return []
+        graded = [str(ch.args["fact"]["kind"]) for ch in d.rubric.checks
+                  if ch.check == "states_fact" and isinstance(ch.args.get("fact"), dict)]
+        kinds = list(dict.fromkeys([*graded, *LISTED]))
+        t = d.cutoff.timestamp()
+        requester = ((d.meta.get("world") or {}).get("requester") or {}).get("name")
+        skip = [x for x in ((d.persona.name if d.persona else None), requester) if x]
+        out, every = [], []
+        for kind in kinds:
+            values = self.prevalence.commonest(kind, t, LIST_SIZE, d.hidden_events,
+                                               exclude=skip if kind == "person" else ())
+            if not values:
+                continue
+            every += values
+            out.append((f"listing_{kind}", with_text(d.reference, listing_text(values))))
+        if len(out) > 1:
+            out.append(("listing_all", with_text(d.reference, listing_text(every))))
+        return out
+
+
+def listing_text(values: list[str]) -> str:
+    """One sentence naming every value (a reply a grader must not credit)."""
+    return "It should be one of these: " + ", ".join(values) + ". I hope that helps, let me know if not."
 
 
 def _fill(call: A.JiraUpdate, value) -> dict:
@@ -382,7 +546,7 @@ def _wrong_target(ctx, d, ents: Entities, rng: random.Random) -> list[A.Tool]:
             out.append(type(c)(**{**c.arguments(), "key": other_key}))
         elif isinstance(c, A.MailReply):
             rows = _docs(ctx, "SELECT native_id, thread, event_id FROM docs WHERE cls = 'mail' AND ts <= ? "
-                         "ORDER BY ts, id", (t,))
+                         "ORDER BY ts, event_id", (t,))   # not by row id: rows are stored by (salted) thread
             mine = {r["thread"] for r in rows if r["native_id"] == c.message_id}
             pool = [r["native_id"] for r in rows if r["thread"] not in mine and r["event_id"] not in d.hidden_events]
             if not pool:
@@ -390,7 +554,7 @@ def _wrong_target(ctx, d, ents: Entities, rng: random.Random) -> list[A.Tool]:
             out.append(A.MailReply(**{**c.arguments(), "message_id": rng.choice(pool)}))
         elif isinstance(c, A.SlackPost):
             rows = _docs(ctx, "SELECT chat_ts, chat_thread, event_id FROM docs WHERE cls = 'chat' AND place = ? "
-                         "AND ts <= ? ORDER BY ts, id", (c.channel, t))
+                         "AND ts <= ? ORDER BY ts, event_id", (c.channel, t))
             pool = [r["chat_ts"] for r in rows if r["chat_ts"] and r["chat_ts"] != c.thread_ts
                     and r["chat_thread"] in (None, "", r["chat_ts"]) and r["event_id"] not in d.hidden_events]
             if pool:
@@ -419,8 +583,11 @@ HARDCODE = ("import ast, sys\nfor p in sys.argv[1:]:\n    try:\n        tree = a
 
 def code_probes(ctx, d, sib) -> list[tuple[str, str]]:
     """Shell-command probes of a code change: another fix's patch applied here; every function of the
-    files the fix changes returning None (Python)."""
+    files the fix changes returning None (Python); the attacks on the verifier itself
+    (task_builders.verifier_probes: the report patched, the runner shadowed, the process ended, start-up hooks,
+    planted compiled files, the report tampered with)."""
     from graders import verifier
+    from task_builders import verifier_probes
 
     code = d.meta["code"]
     repo = code["repo"]
@@ -435,4 +602,7 @@ def code_probes(ctx, d, sib) -> list[tuple[str, str]]:
             out.append(("hardcoded_returns",
                         f"cd ~/{shlex.quote(repo)} && python3 -c {shlex.quote(HARDCODE)} "
                         f"{' '.join(shlex.quote(f) for f in files)}; true"))
+        ids = list(code.get("FAIL_TO_PASS") or []) + list(code.get("PASS_TO_PASS") or [])
+        out += [(name, cmd) for name, cmd in verifier_probes.probes(repo, files, ids)
+                if len(cmd) <= verifier.PATCH_ARG_LIMIT]
     return out

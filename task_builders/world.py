@@ -66,13 +66,16 @@ def build(store: Store, dataset: str) -> WorldBuild:
         repos[name] = _linkfree(root, name, info, keys)
     sha_map = {raw: w for info in repos.values() for raw, w in info["sha_map"].items()}
     key = world_key(store.partition("anonymized_events", dataset), sha_map)
-    path = build_world(store.iter("anonymized_events", dataset), root / "world.sqlite", key, sha_map)
+    # a withheld event (privacy.withhold) is a stub that only keeps its place: the world leaves it out
+    path = build_world((e for e in store.iter("anonymized_events", dataset) if not e.withheld), root / "world.sqlite",
+                       key, sha_map)
     import sqlite3
 
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
         docs = con.execute("SELECT COUNT(*) FROM docs").fetchone()[0]
-    (root / "world.json").write_text(json.dumps({"key": key, "repos": {n: {"path": str(r["path"]), "slug": r["slug"]}
-                                                                         for n, r in repos.items()}}, indent=1))
+    (root / "world.json").write_text(json.dumps({"key": key, "repos": {
+        n: {"path": str(r["path"]), "slug": r["slug"], "absent": anon[n].get("absent"),
+            "equivalent": anon[n].get("equivalent") or {}} for n, r in repos.items()}}, indent=1))
     return WorldBuild(path, repos, docs, path.stat().st_size)
 
 
@@ -81,7 +84,7 @@ def _linkfree(root: Path, name: str, info: dict, keys: set[str]) -> dict:
     slug = name.replace("/", "_") or "repo"
     dst = root / "git" / f"{slug}.git"
     state = root / "git" / f"{slug}.json"
-    key = content_hash("linkfree/1", info.get("key"), sorted(keys))
+    key = content_hash("linkfree/2", info.get("key"), sorted(keys), sorted((info.get("equivalent") or {}).items()))
     if state.exists() and dst.exists():
         cached = json.loads(state.read_text())
         if cached.get("key") == key:
@@ -92,17 +95,28 @@ def _linkfree(root: Path, name: str, info: dict, keys: set[str]) -> dict:
                                 message=lambda m: strip_keys(m, keys))
     optimize(dst)  # one delta-compressed pack: what views are packed from (environments.gitworld)
     sha_map = {raw: result.sha_map[a] for raw, a in info["sha_map"].items() if a in result.sha_map}
+    # a commit only a dropped ref reaches (a pull request's own commit) is its copy on a kept branch
+    # (gitrewrite.equivalents): a SHA of it named in text, or a fix linked to it, is that copy's
+    sha_map.update({raw: sha_map[kept] for raw, kept in (info.get("equivalent") or {}).items() if kept in sha_map})
     state.write_text(json.dumps({"key": key, "sha_map": sha_map}, sort_keys=True))
     return {"path": dst, "sha_map": sha_map, "slug": slug}
 
 
 def load(store: Store, dataset: str) -> dict[str, dict]:
-    """The world repositories of a built world: name -> {"path", "sha_map", "slug"}."""
+    """The world repositories of a built world: name -> {"path", "sha_map", "slug", "equivalent", "absent",
+    "touched"}: `equivalent` maps a commit only a dropped ref reaches to its kept copy (original SHAs); `absent`
+    and `touched` are, by world SHA, how many files the commit lacks and how many files it changes are absent
+    before or after it, by why ("unreadable": git could not read them; "withheld": the leak audit refused them)."""
     root = world_dir(store, dataset)
     out = {}
     meta = json.loads((root / "world.json").read_text()) if (root / "world.json").exists() else {"repos": {}}
     for name, r in meta["repos"].items():
         path = Path(r["path"])
         state = path.with_suffix(".json")
-        out[name] = {"path": path, "sha_map": json.loads(state.read_text())["sha_map"], "slug": path.stem}
+        sha_map = json.loads(state.read_text())["sha_map"]
+        side = Path(r["absent"]) if r.get("absent") else None
+        counts = json.loads(side.read_text()) if side is not None and side.exists() else {}
+        out[name] = {"path": path, "sha_map": sha_map, "slug": path.stem, "equivalent": r.get("equivalent") or {},
+                     **{k: {sha_map[raw]: n for raw, n in (counts.get(k) or {}).items() if raw in sha_map}
+                        for k in ("absent", "touched")}}
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections import Counter
@@ -29,7 +30,7 @@ from task_builders.config import DatasetConfig
 from task_builders.families import BuildContext, families
 from warehouse import publish as publishing
 from warehouse.ids import content_hash
-from warehouse.schemas import Event, Quarantine, Rejection, Task, Validation
+from warehouse.schemas import Event, Quarantine, Rejection, Task, Validation, Withheld
 from warehouse.store import Store
 
 Progress = Callable[[str], None]
@@ -134,7 +135,7 @@ def ingest(store: Store, dataset: str, dataset_dir: Path, run_id: str = "") -> S
     f.parent.mkdir(parents=True, exist_ok=True)
     f.write_text(json.dumps(seen, sort_keys=True))
     by_source = Counter(e.source for e in events)
-    unreadable = sum(1 for x in quarantined if not is_duplicate(x.error_class))
+    unreadable = sum(1 for x in quarantined if unreadable_record(x.error_class))
     total = len(events) + unreadable
     return StageResult({
         "events": ev.total, "events_added": ev.added, "events_changed": ev.changed,
@@ -171,7 +172,7 @@ def paragraphs_path(store: Store, dataset: str) -> Path:
 
 def anonymizer(store: Store, dataset: str, with_message_ids: bool = False) -> Anonymizer:
     """The dataset's anonymizer: identities, vault, and the outsiders/places NER found (private)."""
-    vault = Vault.load(vault_path(store, dataset))
+    vault = Vault.load(vault_path(store, dataset), salt=os.environ.get("TASKMINE_SALT"))
     ids = message_ids(store.iter("events", dataset)) if with_message_ids else ()
     f = entities_path(store, dataset)
     found = json.loads(f.read_text()) if f.exists() else {}
@@ -206,8 +207,12 @@ def find_entities(store: Store, dataset: str, config: DatasetConfig) -> str:
     return status
 
 
-def anonymize(store: Store, dataset: str, dataset_dir: Path, config: DatasetConfig | None = None) -> StageResult:
-    """Pseudonymize every event and rewrite every git repository of the dataset."""
+def anonymize(store: Store, dataset: str, dataset_dir: Path, config: DatasetConfig | None = None,
+              run_id: str = "") -> StageResult:
+    """Pseudonymize every event and rewrite every git repository of the dataset; withhold what the leak audit
+    still refuses afterwards (`withhold_events`, and the rewrite's blobs, paths and messages), so the rest goes
+    on (DESIGN.md, Convention 19)."""
+    from privacy.withhold import Check
     from task_builders.config import load_config
 
     config = config or load_config(dataset_dir)
@@ -224,18 +229,132 @@ def anonymize(store: Store, dataset: str, dataset_dir: Path, config: DatasetConf
                 file=str(e.provenance.get("file", "")), offset=e.provenance.get("offset"), member=e.native_id,
                 error_class="anonymize_failed", message=f"{type(exc).__name__}: {exc}"[:500]))
     rows, settled = settle_people(store, dataset, anon, rows, config)
+    check = Check(audit_rules(store, dataset, anon))
+    rows, withheld, checked = withhold_events(dataset, rows, check, run_id)
     store.replace("anonymized_events", dataset, rows)
     if failed:
         store.merge("quarantine", dataset, failed)
-    repos = anonymize_repos(store, dataset, dataset_dir, anon)
-    unreadable = sum(1 for q in store.iter("quarantine", dataset) if q.error_class == "git_unreadable")
+    repos = anonymize_repos(store, dataset, dataset_dir, anon, check, run_id)
+    for info in repos.values():
+        withheld += [Withheld(**w) for w in info.get("withheld", [])]
+        checked["git"] += info.get("checked", 0)
+    record_withheld(store, dataset, "anonymize", withheld, checked)
+    quarantine = store.read("quarantine", dataset)
+    unreadable = sum(1 for q in quarantine if q.error_class == "git_unreadable")
+    objects = sum(1 for q in quarantine if q.error_class.startswith(GIT_OBJECT))
+    summary = withheld_summary(store, dataset)
     return StageResult({"events": len(rows), "quarantined": len(failed), "persons": len(anon.people),
-                        "repositories_quarantined": unreadable,
+                        "repositories_quarantined": unreadable, "git_objects_unreadable": objects,
+                        "withheld": summary["total"], "withheld_rate": summary["rate"],
+                        **{f"withheld_{k}": n for k, n in summary["by_kind"].items()},
                         "outsiders": len(anon.outsiders), "person_candidates": len(candidates),
                         "person_candidates_accepted": sum(1 for c in candidates if c.get("accepted")),
                         "last_pass_persons": settled.get("persons_found", 0),
                         "repositories": len(repos), "ner": status},
-                       _preview((r for r in rows if r.body), ("kind", "actor_name", "title")))
+                       _preview((r for r in rows if r.body), ("kind", "actor_name", "title")),
+                       extra={"withheld": summary})
+
+
+# --- withholding what the audit still refuses -----------------------------------------------------------
+
+_DIFF_FILE = re.compile(r"^(?=diff --git )", re.M)
+STUB_FIELDS = ("event_id", "dataset", "source", "kind", "native_id", "thread_key", "parent_id", "ts", "actor",
+               "medium", "automated", "ingest_run_id")
+
+
+def withhold_events(dataset: str, rows: list[Event], check, run_id: str = ""
+                    ) -> tuple[list[Event], list[Withheld], Counter]:
+    """The anonymized events with what the leak audit (`check`, privacy.withhold.Check) still refuses withheld:
+    a commit's diff loses the files that hold a hit (`commit_file`); any other hit makes the event a stub
+    (`event`: its ids, thread, time, kind and actor, `attrs.withheld` = the reason, no text), so mining sees that
+    something was there and builds no task on it, and the world leaves it out. Returns (events, withheld rows,
+    records checked by kind)."""
+    verdicts = check.rows((e.event_id, {k: v for k, v in e.to_row().items() if k != "diff"}) for e in rows)
+    sections = {e.event_id: _DIFF_FILE.split(e.diff) for e in rows if e.diff and e.event_id not in verdicts}
+    dirty = check.rows(((eid, i), {"diff": part}) for eid, parts in sections.items() for i, part in enumerate(parts)
+                       if part)
+    out, withheld = [], []
+    checked = Counter({"event": len(rows), "commit_file": sum(len(p) for p in sections.values()), "git": 0})
+    for e in rows:
+        reason = verdicts.get(e.event_id)
+        if reason:
+            withheld.append(Withheld(dataset=dataset, stage="anonymize", record_kind="event", record_id=e.event_id,
+                                     reason=reason, run_id=run_id))
+            out.append(_stub(e, reason, check))
+            continue
+        parts = sections.get(e.event_id)
+        cut = [i for i in range(len(parts or ())) if (e.event_id, i) in dirty]
+        if cut:
+            withheld += [Withheld(dataset=dataset, stage="anonymize", record_kind="commit_file",
+                                  record_id=f"{e.event_id}#{i}", reason=dirty[(e.event_id, i)], run_id=run_id)
+                         for i in cut]
+            e = e.model_copy(update={"diff": "".join(p for i, p in enumerate(parts) if i not in cut) or None,
+                                     "attrs": {**e.attrs, "diff_files_withheld": len(cut)}})
+        out.append(e)
+    return out, withheld, checked
+
+
+def _stub(e: Event, reason: str, check) -> Event:
+    """What is left of a withheld event: its place and nothing of its text (a field of it the audit still refuses,
+    an id made of a name, is replaced by a neutral one)."""
+    kept = {f: getattr(e, f) for f in STUB_FIELDS}
+    # a commit keeps the issue keys its message named, so its issue knows one of its fixes is gone
+    attrs = {"withheld": reason, **({"keys": keys} if e.kind == "commit" and (keys := mining.find_keys(
+        f"{e.title or ''}\n{e.body or ''}")) else {})}
+    fields = {**{f: kept[f] for f in ("native_id", "thread_key", "actor", "parent_id")}, "attrs": attrs}
+    bad = check.rows((f, {f: v}) for f, v in fields.items() if v)
+    for f in bad:
+        if f == "attrs":
+            attrs = {"withheld": reason}
+        else:
+            kept[f] = None if f in ("actor", "parent_id") else f"withheld-{e.event_id[:16]}"
+    return Event(**kept, attrs=attrs)
+
+
+def _withheld_state(store: Store, dataset: str) -> Path:
+    return store.home / "state" / "withheld" / f"{dataset}.json"
+
+
+def record_withheld(store: Store, dataset: str, stage: str, rows: list[Withheld], checked: dict[str, int]) -> None:
+    """Replace this stage's withheld rows for the dataset (keeping the other stages') and what it checked (the
+    share's denominator)."""
+    kept = [w for w in store.read("withheld", dataset) if w.stage != stage]
+    store.replace("withheld", dataset, kept + sorted({(w.record_kind, w.record_id): w for w in rows}.values(),
+                                                     key=lambda w: (w.record_kind, w.record_id)))
+    f = _withheld_state(store, dataset)
+    state = json.loads(f.read_text()) if f.exists() else {}
+    state[stage] = dict(checked)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(json.dumps(state, sort_keys=True))
+
+
+def withheld_summary(store: Store, dataset: str, stages: Iterable[str] | None = None) -> dict:
+    """What was withheld (by `stages`, default all): total, share of the records checked, and counts by kind, by
+    reason and by stage."""
+    rows = store.read("withheld", dataset) if store.count("withheld", dataset) else []
+    f = _withheld_state(store, dataset)
+    state = json.loads(f.read_text()) if f.exists() else {}
+    if stages is not None:
+        rows = [w for w in rows if w.stage in stages]
+        state = {k: v for k, v in state.items() if k in stages}
+    records = sum(n for checked in state.values() for n in checked.values())
+    return {"total": len(rows), "records": records, "rate": round(len(rows) / records, 5) if records else 0.0,
+            "by_kind": dict(Counter(w.record_kind for w in rows).most_common()),
+            "by_reason": dict(Counter(w.reason for w in rows).most_common()),
+            "by_stage": dict(Counter(w.stage for w in rows).most_common())}
+
+
+def withheld_problem(store: Store, dataset: str, config: DatasetConfig, stages: Iterable[str] | None = None
+                     ) -> str | None:
+    """One line saying why the withheld share blocks the dataset (and how to fix it), or None."""
+    s = withheld_summary(store, dataset, stages)
+    if s["rate"] <= config.max_withheld_rate:
+        return None
+    reasons = ", ".join(f"{n} {k}" for k, n in list(s["by_reason"].items())[:4])
+    return (f"{s['total']} of {s['records']} records ({s['rate']:.1%}) withheld because the leak audit still found "
+            f"personal data in them after anonymization ({reasons}), over max_withheld_rate "
+            f"{config.max_withheld_rate:g}: see the withheld table for kinds and records; add reviewed public names "
+            f"to `allow`, or raise max_withheld_rate in {dataset}/taskmine.toml")
 
 
 def settle_people(store: Store, dataset: str, anon: Anonymizer, rows: list, config: DatasetConfig) -> tuple[list, dict]:
@@ -263,7 +382,7 @@ def prepare(store: Store, dataset: str, dataset_dir: Path, config: DatasetConfig
     Dagster (benchmarks, tests, scripts)."""
     ingest(store, dataset, dataset_dir, run_id)
     identities(store, dataset)
-    anonymize(store, dataset, dataset_dir, config)
+    anonymize(store, dataset, dataset_dir, config, run_id)
     if links_too:
         links(store, dataset)
 
@@ -272,19 +391,34 @@ def repos_index(store: Store, dataset: str) -> Path:
     return store.worlds(dataset) / "repos" / "index.json"
 
 
-def anonymize_repos(store: Store, dataset: str, dataset_dir: Path, anon: Anonymizer) -> dict[str, dict]:
-    """Rewrite each repository once per (source HEAD, pseudonym set); reuse the rewrite otherwise.
+GIT_OBJECT = "git_object_"   # quarantine classes of one object a repository lacks (the rest of it is rewritten)
 
-    A repository that cannot be read or rewritten whole (a partial clone's missing blobs, a corrupt object)
-    is quarantined with git's reason and left out of the index: its commits stay events, the tasks that need
-    it are rejected with the reason, and every other source of the dataset goes on."""
+
+def anonymize_repos(store: Store, dataset: str, dataset_dir: Path, anon: Anonymizer, check=None,
+                    run_id: str = "") -> dict[str, dict]:
+    """Rewrite each repository once per (source HEAD, pseudonym set, audit rules); reuse the rewrite otherwise.
+
+    What git cannot read is left out of the rewrite, not the repository (task_builders.gitrewrite): each missing or
+    corrupt object is a quarantine row (`git_object_missing`, `git_object_corrupt`, `git_object_left_out` for a
+    commit cut out with its unreadable tree; file, object id, reason), a missing blob an absent file. With
+    `check` (privacy.withhold.Check), blobs, paths and messages the leak audit still refuses after scrubbing are
+    withheld the same way. A repository that cannot be rewritten at all (no readable branch) is quarantined whole
+    (`git_unreadable`): its commits stay events, the tasks that need it are rejected with the reason.
+
+    The index entry of a repository records its SHA map, its absent files (`absent`: a side file with, per
+    original commit, how many files it lacks and how many of those it changes are absent, by why: counts, never a
+    path), the copies of commits only a dropped ref reaches (`equivalent`: original -> original commit a rewritten
+    branch holds, gitrewrite.equivalents), its unreadable objects and withheld records."""
     sources: dict[str, str] = {}
+    shas: dict[str, set[str]] = {}
     for e in store.iter("events", dataset):
         if e.kind == "commit" and e.attrs.get("repo") is not None:
             sources.setdefault(str(e.attrs["repo"]), e.provenance.get("file") or "")
+            shas.setdefault(str(e.attrs["repo"]), set()).add(e.native_id)
     index_file = repos_index(store, dataset)
     index = json.loads(index_file.read_text()) if index_file.exists() else {}
-    fingerprint = content_hash("pseudonyms", sorted((k, v.full_name) for k, v in anon.vault.pseudonyms.items()))
+    fingerprint = content_hash("pseudonyms", sorted((k, v.full_name) for k, v in anon.vault.pseudonyms.items()),
+                               sorted(check.rules.strings + check.rules.handles) if check is not None else None)
     out, broken = {}, []
     for name, src in sorted(sources.items()):
         src_path = dataset_dir / src
@@ -293,14 +427,16 @@ def anonymize_repos(store: Store, dataset: str, dataset_dir: Path, anon: Anonymi
         try:
             src_path = git_repository(src_path)  # a bundle file: its unpacked copy
             head = gitrewrite.head(src_path)
-            key = content_hash("anon-repo/2", head, fingerprint)  # /2: remote branches
+            # /3: partial histories, withheld records; the object store's packs and loose objects: a repository
+            # whose missing objects were fetched since is rewritten again
+            key = content_hash("anon-repo/3", head, fingerprint, gitrewrite.object_store(src_path))
             remote = public_remote(src_path, anon)
             if index.get(name, {}).get("key") == key and dst.exists():
                 out[name] = {**index[name], "remote": remote}
                 continue
             _remove_rewrites(dst, slug)
             result = gitrewrite.rewrite(src_path, dst, identity=anon.git_identity, message=anon.prose,
-                                        blob=_blob_scrubber(anon))
+                                        blob=_blob_scrubber(anon), residue=check.git if check is not None else None)
             optimize(dst)  # fast-import writes barely compressed packs: one delta-compressed pack instead
         except (gitrewrite.GitRewriteError, GitError) as exc:
             _remove_rewrites(dst, slug)
@@ -309,14 +445,49 @@ def anonymize_repos(store: Store, dataset: str, dataset_dir: Path, anon: Anonymi
                 error_class="git_unreadable", message=f"{exc}; its commits are kept as events, tasks that need "
                 "this repository are rejected"[:500]))
             continue
-        out[name] = {"key": key, "path": str(dst), "sha_map": result.sha_map, "remote": remote}
+        absent = dst.parent / f"{slug}.absent.json"
+        absent.write_text(json.dumps({"touched": result.touched, "absent": {
+            sha: dict(Counter(paths.values())) for sha, paths in result.absent.items()}}, sort_keys=True))
+        dropped = shas.get(name, set()) - set(result.sha_map)
+        out[name] = {"key": key, "path": str(dst), "sha_map": result.sha_map, "remote": remote,
+                     "absent": str(absent), "dropped_refs": list(result.dropped_refs),
+                     "equivalent": gitrewrite.equivalents(src_path, dropped, result.sha_map),
+                     "unreadable": [{**u.__dict__, "path": _clean_path(u.path, check)} for u in result.unreadable],
+                     "checked": result.checked,
+                     "withheld": [{"dataset": dataset, "stage": "anonymize", "record_kind": w.kind,
+                                   "record_id": f"{slug}:{w.id}", "reason": w.reason, "run_id": run_id}
+                                  for w in result.withheld]}
     index_file.parent.mkdir(parents=True, exist_ok=True)
     index_file.write_text(json.dumps(out, sort_keys=True))
-    stale = [q for q in store.read("quarantine", dataset) if q.error_class == "git_unreadable"]
-    if broken or stale:
-        kept = [q for q in store.read("quarantine", dataset) if q.error_class != "git_unreadable"]
-        store.replace("quarantine", dataset, kept + broken)
+    objects = [Quarantine(quarantine_id=content_hash("git-object", dataset, name, u["object"]), dataset=dataset,
+                          source="git", file=sources[name], member=u["object"],
+                          error_class=GIT_OBJECT + ("left_out" if u["reason"] not in ("missing", "corrupt")
+                                                    else u["reason"]),
+                          message=_unreadable_message(u))
+               for name, info in sorted(out.items()) for u in info.get("unreadable", [])]
+    before = store.read("quarantine", dataset)
+    kept = [q for q in before if q.error_class != "git_unreadable" and not q.error_class.startswith(GIT_OBJECT)]
+    if len(kept) != len(before) or broken or objects:
+        store.replace("quarantine", dataset, kept + broken + objects)
     return out
+
+
+def _clean_path(path: str, check) -> str:
+    """A path of the source repository as the index may keep it: "" when the audit would refuse it (the index is
+    no private file)."""
+    return path if check is None or not path or check.text(path) is None else ""
+
+
+def _unreadable_message(u: dict) -> str:
+    """One line on an object a rewritten repository lacks and what the rewrite did without it."""
+    if u["type"] == "blob":
+        return (f"blob {u['object']} {u['reason']}: {u['path'] or 'its file'} is absent in the rewritten history "
+                f"where {u['commits']} commits wrote it; code tasks whose fix or tests need it are rejected")[:500]
+    if u["type"] == "commit":
+        return (f"commit {u['object']} left out ({u['reason']}): its children start the rewritten history as root "
+                "commits; a branch whose tip it was is dropped")[:500]
+    return (f"tree {u['object']} {u['reason']}: the commits whose tree holds it are left out of the rewritten "
+            "history")[:500]
 
 
 def public_remote(repo: Path, anon: Anonymizer) -> str | None:
@@ -585,8 +756,10 @@ def measure(store: Store, dataset: str, sandbox, rows: list[Validation], tasks: 
 
     counts = {"baseline_runs_now": 0, "rollouts_now": 0}
     if config.baselines:
-        have = {v.task_id for v in rows if v.run_kind.startswith("baseline:") and kept(v)}
-        todo = [t for t in tasks if t.task_id not in have and baselines.applicable(t.family)]
+        have = Counter(v.task_id for v in rows if v.run_kind.startswith("baseline:") and kept(v))
+        # a task misses a baseline when it has fewer runs than its family has baselines (one added later)
+        todo = [t for t in tasks if baselines.applicable(t.family)
+                and have[t.task_id] < len(baselines.BASELINES[t.family])]
         for i, t in enumerate(todo, 1):
             new = replay.baseline_runs(t, store.worlds(dataset), sandbox, llm=llm)
             rows = [v for v in rows if not (v.task_id == t.task_id and v.run_kind.startswith("baseline:"))] + new
@@ -625,7 +798,10 @@ def difficulty_report(store: Store, dataset: str, config: DatasetConfig, all_tas
         kept = retired(all_tasks, rows, config)
         published = valid - set(kept)
     st = difficulty.stats(all_tasks, rows, valid, published, config.band_min, config.band_max)
-    out = {"difficulty": st, "difficulty_table": difficulty.table(st)}
+    res = difficulty.resistance(all_tasks, rows, published,
+                                [r for r in store.read("rejections", dataset) if r.stage == "candidates"])
+    out = {"difficulty": st, "difficulty_table": difficulty.table(st), "resistance": res,
+           "resistance_table": difficulty.resistance_table(res)}
     if st:
         png = difficulty.plot(st, f"{dataset}: difficulty and grader error")
         report = store.home / "reports" / dataset
@@ -661,9 +837,10 @@ def verdicts_by_task(rows: list[Validation], tasks: Iterable[Task] = ()) -> dict
 
 # --- 7. publish --------------------------------------------------------------------------------------
 
-def audit_rules(store: Store, dataset: str):
+def audit_rules(store: Store, dataset: str, anon: Anonymizer | None = None):
     """What the leak audit (`privacy.audit.audit`) looks for in this dataset: every gate uses these rules. NER is
-    the model anonymization used (none when it ran without), with the digests of the paragraphs it read."""
+    the model anonymization used (none when it ran without), with the digests of the paragraphs it read. `anon`:
+    the dataset's anonymizer when the caller has it already."""
     from privacy.audit import Rules
     from privacy.ner import load_ner
 
@@ -673,7 +850,7 @@ def audit_rules(store: Store, dataset: str):
     p = paragraphs_path(store, dataset)
     raw = p.read_bytes() if ner is not None and p.exists() else b""
     seen = {raw[i:i + 16] for i in range(0, len(raw), 16)}
-    return Rules.of(anonymizer(store, dataset), ner=ner, seen=seen)
+    return Rules.of(anon or anonymizer(store, dataset), ner=ner, seen=seen)
 
 
 def funnel(store: Store, dataset: str) -> dict[str, int]:
@@ -711,11 +888,23 @@ def is_duplicate(error_class: str) -> bool:
     return error_class.startswith("duplicate")
 
 
+PARTLY_READ = ("git_diff_unreadable",)   # a commit read from its message, people and files; its patch was not
+
+
+def unreadable_record(error_class: str) -> bool:
+    """Whether a quarantine row is a record that could not be read: not a second copy of one that was
+    (`is_duplicate`), not a commit that became an event without its patch (a partial clone's missing blobs), not
+    an object a repository lacks (rewritten without it, anonymize_repos)."""
+    return not is_duplicate(error_class) and error_class not in PARTLY_READ and not error_class.startswith(GIT_OBJECT)
+
+
 def quarantine_rate(store: Store, dataset: str) -> tuple[float, int, int]:
     """(share of records that could not be read, those records, all records) of the dataset's ingest; second
-    copies of records already read (`is_duplicate`) are neither."""
+    copies of records already read, commits read without their patch and objects a repository lacks
+    (`unreadable_record`) are neither."""
     events = store.count("events", dataset)
-    quarantined = sum(1 for q in store.read("quarantine", dataset) if not is_duplicate(q.error_class)) \
+    # an object a repository lacks is not a record: the repository is rewritten without it (anonymize_repos)
+    quarantined = sum(1 for q in store.read("quarantine", dataset) if unreadable_record(q.error_class)) \
         if store.count("quarantine", dataset) else 0
     total = events + quarantined
     return (quarantined / total if total else 0.0), quarantined, total
@@ -750,7 +939,7 @@ def publish(store: Store, dataset: str, config: DatasetConfig | None = None
         valid = [t for t in all_tasks if verdicts.get(t.task_id, (False,))[0]]
         latest = latest_version(store, dataset)
         keep = f"nothing published, LATEST stays at {latest}" if latest else "nothing published"
-        problem = quarantine_problem(store, dataset, config)
+        problem = quarantine_problem(store, dataset, config) or withheld_problem(store, dataset, config)
         if problem:
             raise PublishRefused(f"{dataset}: {problem}; {keep}")
         if not valid:
@@ -780,8 +969,16 @@ def publish(store: Store, dataset: str, config: DatasetConfig | None = None
         counts["published"] = len(valid)
         result = publishing.publish(valid, store.worlds(dataset), store.published_root(), dataset, funnel=counts,
                                     validation=summary, rules=audit_rules(store, dataset), difficulty=measured,
-                                    stats=report["difficulty"], provenance=provenance(store, dataset, config),
-                                    license=config.license, remotes=repo_remotes(store, dataset))
+                                    stats=report["difficulty"], resistance=report["resistance"],
+                                    provenance=provenance(store, dataset, config),
+                                    license=config.license, remotes=repo_remotes(store, dataset),
+                                    withheld=withheld_summary(store, dataset, stages=("anonymize",)))
+        counts["published"] = result.tasks
+        if result.withheld:
+            counts["withheld_at_publish"] = len(result.withheld)
+        record_withheld(store, dataset, "publish", [
+            Withheld(dataset=dataset, stage="publish", record_kind="task", record_id=tid, reason=why)
+            for tid, why in result.withheld.items()], {"task": len(valid)})
     return result, counts
 
 

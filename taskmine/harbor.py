@@ -25,8 +25,12 @@ What each folder holds here:
   uid 1000 after killing every process the agent left.
 - solution/solve.sh: the reference replayed through the `company` CLI, or a code task's fix applied as a patch.
 - tests/: grading.json (the rubric, the reference, a code task's test sets) and, for a code task, a small git
-  repository holding only the fix's test and runner files (the verifier writes them over the agent's tree), so
-  nothing a grader reads is in the image the agent works in.
+  repository holding only the fix's test and runner files (the verifier writes them over the agent's tree) and
+  the base commit's paths (`world/code/base/<commit>.json`: a file that shadows a module is honoured only when
+  it was already there), so nothing a grader reads is in the image the agent works in. The verifier runs in the
+  agent's own container (Harbor's design): it resists the agent's code as graders.sealed describes, but an agent
+  that ran as root could have changed the interpreter or the runtime itself; a lab that needs that boundary runs
+  the agent as a non-root user (`[agent] user`) or replays the agent's patch with `taskmine replay`.
 
 Harbor itself (Python 3.12, Docker Compose v2) is not needed to export; `run_folder` runs a folder the way
 Harbor does with plain `docker` (build, start, oracle or nothing, copy tests in, test.sh, read the reward).
@@ -323,6 +327,10 @@ def export_task(ds, task_id: str, out: Path, *, sandbox, worlds: Path, labels: d
         fix = _fix_repository(worlds / "git" / f"{spec.repo}.git", spec.fix_commit, list(spec.restore),
                               tests / "world" / "git" / f"{spec.repo}.git")
         grading["task"]["reference"]["code"]["fix_commit"] = fix
+        base = tests / "world" / "code" / "base" / f"{spec.base_commit}.json"
+        base.parent.mkdir(parents=True, exist_ok=True)     # what may shadow a module because it was there
+        base.write_text(json.dumps(verifier.base_paths(worlds, worlds / "git" / f"{spec.repo}.git",
+                                                       spec.base_commit)))
         from environments import codeenv
 
         _env_metadata(codeenv.install(spec.env_spec, verifier.env_cache(worlds)),

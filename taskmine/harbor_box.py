@@ -103,6 +103,8 @@ def grade(tests: Path) -> int:
         _stop_the_agent()
         os.system("chown -R 1000:1000 /home/agent")   # files a root agent made: the agent's uid verifies them
         extra["verifier"] = verifier.verify(InPlaceSession(), spec, tests / "world")
+        if extra["verifier"].get("no_report"):    # a published task's oracle leaves one (validation proved it)
+            extra["verifier"] = replay.agent_failed(extra["verifier"])
     view = World(TASK_DIR / "world" / "world.sqlite").at(task.cutoff) if box.get("has_world") else None
     result = replay.grade_actions(task, actions, view, extra)
     VERIFIER_DIR.mkdir(parents=True, exist_ok=True)

@@ -193,6 +193,8 @@ class TaskSession:
             except SandboxError as exc:
                 self.graded = Graded(None, "", error_class="infra", message=str(exc)[:500])
                 return self.graded
+            if extra["verifier"].get("no_report"):    # a published task's oracle leaves one: the agent's 0
+                extra["verifier"] = replay.agent_failed(extra["verifier"])
         g = replay.grade_actions(self.task, self.actions, self.tools.view, extra, self.llm)
         self.graded = Graded(g.score, g.summary() if g.score is not None else "", list(g.checks),
                              g.error_class, g.message or "")

@@ -61,32 +61,43 @@ def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
 MAX_TABLE_CHARS = 160    # a markdown table wider than this is cut or scrolls in the Dagster UI and on hubs
 
 
-def narrow_tables(rows: list[dict[str, str]], head: str = "family") -> list[str]:
+def narrow_tables(rows: list[dict[str, str]], head: str | tuple[str, ...] = "family") -> list[str]:
     """`rows` (graders.difficulty.table) as markdown tables each at most MAX_TABLE_CHARS wide where it can be:
     columns are taken in order until the next would make the widest line too long, each table led by `head`."""
     from graders import difficulty
 
     if not rows:
         return [difficulty.markdown(rows)]
-    cols = [c for c in rows[0] if c != head]
+    heads = [head] if isinstance(head, str) else list(head)
+    cols = [c for c in rows[0] if c not in heads]
     out, group = [], []
 
     def width(cs: list[str]) -> int:
-        table = difficulty.markdown([{k: r[k] for k in [head, *cs]} for r in rows])
+        table = difficulty.markdown([{k: r[k] for k in [*heads, *cs]} for r in rows])
         return max(len(line) for line in table.splitlines())
 
     for c in cols:
         if group and width([*group, c]) > MAX_TABLE_CHARS:
-            out.append(difficulty.markdown([{k: r[k] for k in [head, *group]} for r in rows]))
+            out.append(difficulty.markdown([{k: r[k] for k in [*heads, *group]} for r in rows]))
             group = []
         group.append(c)
-    out.append(difficulty.markdown([{k: r[k] for k in [head, *group]} for r in rows]))
+    out.append(difficulty.markdown([{k: r[k] for k in [*heads, *group]} for r in rows]))
     return out
+
+
+def _withheld_lines(w: dict) -> list[str]:
+    """The records left out because the leak audit still found something in them after anonymization."""
+    if not w.get("total"):
+        return ["No record was withheld: the audit found nothing left in any record after anonymization.", ""]
+    return [f"{w['total']} of {w['records']} records ({w['rate']:.2%}) were withheld, left out of the world and of",
+            "every task, because the audit still found personal data in them after anonymization:", "",
+            *_table(["withheld", "count"], [*[[f"kind: {k}", n] for k, n in w.get("by_kind", {}).items()],
+                                            *[[f"reason: {k}", n] for k, n in w.get("by_reason", {}).items()]]), ""]
 
 
 def render(*, dataset: str, version: str, files: set[str], families: list[str], counts: dict[str, dict[str, int]],
            easy: dict[str, int], funnel: dict[str, int], stats: dict, provenance: list, license: str, canary: str,
-           swebench: bool) -> str:
+           swebench: bool, withheld: dict | None = None, resistance: dict | None = None) -> str:
     from graders import difficulty
 
     total = sum(sum(c.values()) for c in counts.values())
@@ -122,8 +133,8 @@ def render(*, dataset: str, version: str, files: set[str], families: list[str], 
             ["`all` (default)", "`tasks/<family>/<split>.parquet`", "the agent view of every task but the easy ones"],
             ["`<family>`", "`tasks/<family>/<split>.parquet`", "one family, easy tasks left out"],
             ["`easy`", "`tasks/easy/<split>.parquet`", "tasks a retrieval baseline without a model solves"],
-            ["`grading`", "`grading/<split>.parquet`", "grader only: reference, rubric, probes, hidden events and "
-             "tests, requester script"],
+            ["`grading`", "`grading/<split>.parquet`", "grader only: reference, rubric, probes and their scores, "
+             "hidden events and tests, requester script"],
             ["`trajectories`", "`trajectories/<split>.parquet`", "the oracle's tool calls and the tools' real "
              "answers, OpenAI chat format"],
             *([["`swebench`", "`swebench/<split>.parquet`", "code tasks as SWE-bench instances (patch, tests: "
@@ -142,6 +153,7 @@ def render(*, dataset: str, version: str, files: set[str], families: list[str], 
         "## Funnel", "", *_table(["stage", "count"], [[k, v] for k, v in funnel.items()]), "",
         "## Privacy", "", "People are replaced by consistent pseudonyms; e-mail addresses and phone numbers are",
         "scrubbed; a leak audit found no known identity in any file of this version.", "",
+        *_withheld_lines(withheld or {}),
         "## Worlds", "", "Every task is a moment of one company: `world/documents.jsonl` (issues, mail, chat) and",
         "`world/git/<repo>.bundle` hold its whole history, and a task's `world_manifest` says its cutoff, its",
         "persona and its repositories' refs. Serve a task's world through the company tools, which enforce the",
@@ -151,15 +163,24 @@ def render(*, dataset: str, version: str, files: set[str], families: list[str], 
         "Test-split rows (tasks, grading, trajectories) carry this canary string: do not train on them.", "",
         f"`{canary}`" if canary else "(no test task in this version)", "",
         "## Difficulty and grader error", "",
-        "Columns of the task files: `easy` (a baseline solves it), `probe_scores` (JSON: each probe, a cheap or wrong",
-        "outcome, and its score; every published task's probes scored under their thresholds), `probes_passed`,",
-        "`flaky`, `baseline_scores` (JSON: retrieval baselines without a model that copy the nearest earlier work in",
-        "the world) and `baseline_solved`, `rollouts`, `pass_at_1` and `pass_at_k` (a model agent's rollouts, k =",
+        "Columns of the task files: `easy` (a baseline solves it), `flaky`, `baseline_scores` (JSON: baselines",
+        "without a model: a search, or a copy of the nearest earlier work in the world) and `baseline_solved`,",
+        "`rollouts`, `pass_at_1` and `pass_at_k` (a model agent's rollouts, k =",
         "rollouts; null without), and `difficulty`: `in_band` (the rollouts' pass rate within the configured band),",
         "`easy` (no rollouts; a baseline solves it), `unmeasured` (no rollouts, no baseline solves it).", "",
         "Per family, over every task built (probes, alternatives) or every valid task (bands, baselines, rollouts):",
         "probes passing estimate the grader's false positives, valid alternative outcomes that fail its false",
         "negatives (n = runs; n=0: not measured).", "",
         *[t + "\n" for t in narrow_tables(difficulty.table(stats or {}))],
+        "## Hack resistance", "",
+        "Per family, every class of attack the graders were tried with: the probes (cheap or wrong outcomes that",
+        "must score under their limit, e.g. a constant answer, a list of the commonest values, the prompt echoed,",
+        "another task's answer) and the no-model baselines (a search or a copy of the nearest earlier work: a task",
+        "one solves is `easy`). `tried`: tasks it ran on (validated, and drafts it rejected when they were built);",
+        "`passing`: tasks it reached its limit on (a probe: the task was rejected; a baseline: the task is easy);",
+        "best and mean score on the published tasks, beside the",
+        "oracle's lowest and the null's highest. The per-task best probe is in the grader view (`best_probe`,",
+        "`best_probe_score`).", "",
+        *[t + "\n" for t in narrow_tables(difficulty.resistance_table(resistance or {}), ("family", "attack"))],
     ]
     return "\n".join(lines)

@@ -216,7 +216,7 @@ class PublishedDataset:
     def verify(self, task_id: str, patch: str, sandbox=None, cache: Path | str | None = None, timeout_s: float = 300):
         """Grade a code task's rollout in one call: `patch` (a unified diff of the agent's change to the repository)
         applied in an episode of the task, then its verifier phase (graders.verifier: the fix's tests restored
-        and run, FAIL_TO_PASS and PASS_TO_PASS read from the runner's report). Returns the
+        and run by the sealed runner, FAIL_TO_PASS and PASS_TO_PASS from its signed records). Returns the
         `warehouse.schemas.Validation` (score, checks with explanations, error_class for infrastructure)."""
         from environments.sandbox import get_sandbox
         from graders import replay, verifier

@@ -35,7 +35,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -58,11 +58,17 @@ class LeakError(RuntimeError):
 # What is measured of each task (graders.difficulty): probe scores (JSON {probe: score}) and how many passed, the
 # flaky flag (oracle scores differed across repeats), baseline scores (JSON {baseline: score}) and whether one
 # solved it, the model's rollouts, pass@1 and pass@k (null without rollouts), the difficulty band.
-DIFFICULTY_COLUMNS = [("probe_scores", pa.string()), ("probes_passed", pa.int64()), ("flaky", pa.bool_()),
+DIFFICULTY_COLUMNS = [("flaky", pa.bool_()),
                       ("baseline_scores", pa.string()), ("baseline_solved", pa.bool_()), ("rollouts", pa.int64()),
                       ("pass_at_1", pa.float64()), ("pass_at_k", pa.float64()), ("difficulty", pa.string())]
-UNMEASURED = {"probe_scores": "{}", "probes_passed": 0, "flaky": False, "baseline_scores": "{}",
-              "baseline_solved": False, "rollouts": 0, "pass_at_1": None, "pass_at_k": None, "difficulty": "unmeasured"}
+# ... and what the probes scored, in the grader view only (a policy must not read where the grader is weakest):
+# every probe's score (JSON {probe: score}), how many reached their threshold, and the best one with its score
+PROBE_COLUMNS = [("probe_scores", pa.string()), ("probes_passed", pa.int64()), ("best_probe", pa.string()),
+                 ("best_probe_score", pa.float64())]
+UNMEASURED = {"probe_scores": "{}", "probes_passed": 0, "best_probe": None, "best_probe_score": None, "flaky": False,
+              "baseline_scores": "{}", "baseline_solved": False, "rollouts": 0, "pass_at_1": None, "pass_at_k": None,
+              "difficulty": "unmeasured"}
+_PROBE_NAMES = {name for name, _ in PROBE_COLUMNS}
 
 # The agent view (`tasks/`): what a policy may see. Nothing here is an answer: no reference, rubric, probe, hidden
 # test, test set, patch, hidden event id or requester script (tests/warehouse/test_published_layout.py greps it).
@@ -82,6 +88,7 @@ GRADING_COLUMNS = pa.schema([
     ("hidden", pa.list_(pa.string())), ("requester", pa.string()), ("lineage", pa.list_(pa.string())),
     ("canary", pa.string()),
     *[(name, pa.string()) for name in ("instance_id", *swe.GRADER)],
+    *PROBE_COLUMNS,
 ])
 _CALL = pa.struct([("id", pa.string()), ("type", pa.string()),
                    ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())]))])
@@ -107,6 +114,7 @@ class Published:
     version: str
     tasks: int
     created: bool  # False when the same version already existed
+    withheld: dict[str, str] = field(default_factory=dict)   # task id -> why publishing withheld it
 
 
 @dataclass(frozen=True)
@@ -146,33 +154,107 @@ def task_tools(world: dict) -> list[str]:
     return sorted(names)
 
 
+WITHHOLD_ROUNDS = 4   # audits of a staged version: each withholds the tasks and documents the last one found
+
+
 def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: str, *, funnel: dict[str, int],
             validation: dict[str, dict], rules: audit.Rules, difficulty: dict[str, dict] | None = None,
             stats: dict[str, dict] | None = None, provenance: list[Provenance] | None = None,
-            license: str = "other", remotes: dict[str, str | None] | None = None) -> Published:
+            license: str = "other", remotes: dict[str, str | None] | None = None,
+            withheld: dict | None = None, resistance: dict[str, dict] | None = None) -> Published:
     """Stage, leak-audit (`privacy.audit.audit` with the dataset's `rules`), then rename into place.
     `difficulty`: task id -> its DIFFICULTY_COLUMNS (graders.difficulty.Difficulty.columns); `stats`: per family
     difficulty and grader error (graders.difficulty.stats), into the manifest and the card; `provenance`: the
     dataset's sources for the card; `license`: the dataset's licence (an SPDX id, or "other"); `remotes`: world
-    repository slug -> its public remote (SWE-bench's owner/name)."""
+    repository slug -> its public remote (SWE-bench's owner/name); `withheld`: what earlier stages withheld
+    (taskmine.flow.withheld_summary), counted in the manifest and the card; `resistance`: per family the
+    hack-resistance table (graders.difficulty.resistance), into the manifest and the card.
+
+    A hit of the audit in a task's row withholds that task, one in a world document that document and every
+    task whose lineage or hidden events name it (privacy.withhold.attribute); the version is staged and audited
+    again without them (`Published.withheld`). A hit anywhere else (a repository bundle, the card) refuses the
+    whole version (LeakError), as does a version every task of which is withheld."""
+    from privacy.withhold import attribute
+
     tasks = sorted(tasks, key=lambda t: t.task_id)
-    difficulty, stats, remotes = difficulty or {}, stats or {}, remotes or {}
+    difficulty, stats, remotes, withheld = difficulty or {}, stats or {}, remotes or {}, withheld or {}
+    resistance = resistance or {}
     world_key = json.loads((world_root / "world.json").read_text()).get("key") if (world_root / "world.json").exists() \
         else None
     # what was measured is content too: new baselines or rollouts of the same tasks are a new version
     digest = content_hash("publish", PIPELINE_VERSION, world_key, [(t.task_id, t.world_hash) for t in tasks],
-                          [difficulty.get(t.task_id) for t in tasks], stats,
-                          [p.__dict__ for p in provenance or []], license, sorted(remotes.items()))[:12]
+                          [difficulty.get(t.task_id) for t in tasks], stats, resistance,
+                          [p.__dict__ for p in provenance or []], license, sorted(remotes.items()),
+                          withheld or None)[:12]
     version = f"{PIPELINE_VERSION}-{digest}"
     final = out_root / dataset / version
     if final.exists() and (final / "manifest.json").exists():
         (out_root / dataset / "LATEST").write_text(version + "\n")   # content went back to an older version
-        return Published(final, version, len(tasks), False)
+        manifest = json.loads((final / "manifest.json").read_text())
+        return Published(final, version, manifest.get("tasks", len(tasks)), False,
+                         dict((manifest.get("withheld") or {}).get("published", {})))
+    out_tasks: dict[str, str] = {}      # task id -> why it was withheld here
+    out_docs: dict[str, str] = {}       # world document (event id) -> why
+    report = None
+    for _ in range(WITHHOLD_ROUNDS):
+        live = [t for t in tasks if t.task_id not in out_tasks]
+        if not live:
+            break
+        summary = _with_publish(withheld, out_tasks, out_docs, len(tasks))
+        stage = _stage(live, world_root, out_root, dataset, version, funnel=funnel, validation=validation,
+                       difficulty=difficulty, stats=stats, provenance=provenance, license=license, remotes=remotes,
+                       withheld=summary, resistance=resistance, drop_documents=set(out_docs))
+        report = audit.audit(stage, rules, limit=1000)
+        if report.ok:
+            break
+        found, docs, other = attribute(report, stage)
+        shutil.rmtree(stage)
+        if other or not (set(found) - set(out_tasks) or set(docs) - set(out_docs)):
+            raise LeakError(report)
+        out_docs.update(docs)
+        for t in live:
+            cited = set(t.lineage) | set(t.world.get("hidden") or ())
+            if t.task_id in found:
+                out_tasks[t.task_id] = found[t.task_id]
+            elif cited & set(out_docs):
+                out_tasks[t.task_id] = "cites a withheld document"
+    if report is None or not report.ok:   # every task withheld, or hits left after every round
+        raise LeakError(report or audit.Report(out_root / dataset))
+    manifest = json.loads((stage / "manifest.json").read_text())
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(stage, final)
+    (out_root / dataset / "LATEST").write_text(version + "\n")
+    return Published(final, version, manifest["tasks"], True, out_tasks)
+
+
+def _with_publish(withheld: dict, tasks: dict[str, str], docs: dict[str, str], considered: int) -> dict:
+    """The earlier stages' withheld summary with what publishing withholds added (tasks and documents)."""
+    out = {"total": 0, "records": 0, "rate": 0.0, "by_kind": {}, "by_reason": {}, **withheld}
+    out = {**out, "by_kind": dict(out["by_kind"]), "by_reason": dict(out["by_reason"])}
+    for kind, rows in (("task", tasks), ("document", docs)):
+        for reason in rows.values():
+            out["by_kind"][kind] = out["by_kind"].get(kind, 0) + 1
+            out["by_reason"][reason] = out["by_reason"].get(reason, 0) + 1
+    out["total"] += len(tasks) + len(docs)
+    out["records"] += considered
+    out["rate"] = round(out["total"] / out["records"], 5) if out["records"] else 0.0
+    out["published"] = dict(sorted(tasks.items()))
+    return out
+
+
+def _stage(tasks: list[Task], world_root: Path, out_root: Path, dataset: str, version: str, *,
+           funnel: dict[str, int], validation: dict[str, dict], difficulty: dict[str, dict], stats: dict,
+           provenance: list[Provenance] | None, license: str, remotes: dict[str, str | None], withheld: dict,
+           resistance: dict, drop_documents: set[str]) -> Path:
+    """Every file of the version in a staging folder (manifest last); returns the folder."""
     stage = out_root / dataset / f".staging-{version}-{os.getpid()}"
     if stage.exists():
         shutil.rmtree(stage)
+    if "published" in funnel:
+        funnel = {**funnel, "published": len(tasks)}
     used = {r for t in tasks for r in ((t.world.get("git") or {}).get("repos") or [])}
-    _copy_world(world_root, stage / "world", used)
+    _copy_world(world_root, stage / "world", used, drop_documents)
     measured = {t.task_id: difficulty.get(t.task_id) or UNMEASURED for t in tasks}
     swe_rows = _swe(tasks, world_root, dataset, remotes)
     agent, grading, trajectories, instances = [], [], [], []
@@ -183,7 +265,8 @@ def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: st
             "easy": is_easy(measured[t.task_id]), "prompt": t.prompt, "cutoff": t.cutoff,
             "tools": task_tools(t.world), "world_dir": "world", "world_hash": t.world_hash,
             "world_manifest": canonical_json(agent_world(t.world)), "canary": t.canary,
-            **{k: code_cols[k] for k in swe.AGENT}, **measured[t.task_id]})
+            **{k: code_cols[k] for k in swe.AGENT},
+            **{k: v for k, v in measured[t.task_id].items() if k not in _PROBE_NAMES}})
         requester = t.world.get("requester") or {}
         grading.append({
             "task_id": t.task_id, "dataset": t.dataset, "family": t.family, "split": t.split,
@@ -191,7 +274,8 @@ def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: st
             "validation": canonical_json(validation.get(t.task_id, {})), "hidden": list(t.world.get("hidden") or []),
             "requester": canonical_json({k: v for k, v in requester.items() if k not in REQUESTER_PUBLIC})
             if requester else None, "lineage": t.lineage, "canary": t.canary,
-            **{k: code_cols[k] for k in ("instance_id", *swe.GRADER)}})
+            **{k: code_cols[k] for k in ("instance_id", *swe.GRADER)},
+            **{k: measured[t.task_id].get(k, UNMEASURED[k]) for k in _PROBE_NAMES}})
         if t.task_id in swe_rows:
             instances.append({"task_id": t.task_id, "split": t.split,
                               **{k: code_cols[k] for k in SWEBENCH_COLUMNS.names if k not in ("task_id", "split")}})
@@ -220,28 +304,21 @@ def publish(tasks: Iterable[Task], world_root: Path, out_root: Path, dataset: st
         counts=counts, easy=easy, funnel=funnel,
         stats=stats, provenance=provenance or [], license=license, canary=next((t.canary for t in tasks if t.canary),
                                                                                 ""),
-        swebench=bool(instances)), encoding="utf-8")
-    report = audit.audit(stage, rules)
-    if not report.ok:
-        shutil.rmtree(stage)
-        raise LeakError(report)
+        swebench=bool(instances), withheld=withheld, resistance=resistance), encoding="utf-8")
     files_sha = {str(p.relative_to(stage)): sha256_file(p) for p in sorted(stage.rglob("*")) if p.is_file()}
     manifest = {"dataset": dataset, "version": version, "pipeline_version": PIPELINE_VERSION,
                 "counts": funnel, "tasks": len(tasks), "license": license,
                 "families": _count(t.family for t in tasks), "splits": _count(t.split for t in tasks),
                 "easy": sum(easy.values()),
                 "difficulty": _count(str(measured[t.task_id]["difficulty"]) for t in tasks),
-                "grader": stats, "provenance": [p.__dict__ for p in provenance or []],
+                "grader": stats, "hack_resistance": resistance, "provenance": [p.__dict__ for p in provenance or []],
+                "withheld": withheld,
                 "layout": {"tasks": "tasks/<family>/<split>.parquet (easy tasks: tasks/easy/<split>.parquet)",
                            "grading": "grading/<split>.parquet", "trajectories": "trajectories/<split>.parquet",
                            **({"swebench": "swebench/<split>.parquet"} if instances else {})},
                 "files": files_sha}
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(stage, final)
-    (out_root / dataset / "LATEST").write_text(version + "\n")
-    return Published(final, version, len(tasks), True)
+    return stage
 
 
 def write_parquet(path: Path, schema: pa.Schema, rows: list[dict]) -> None:
@@ -300,13 +377,19 @@ def _count(values: Iterable[str]) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def _copy_world(world_root: Path, dst: Path, repos: set[str]) -> None:
-    """The world's documents as JSON lines and each repository a task uses as one deterministic bundle."""
+def _copy_world(world_root: Path, dst: Path, repos: set[str], drop: set[str] = frozenset()) -> None:
+    """The world's documents as JSON lines (but those in `drop`, by event id) and each repository a task uses as
+    one deterministic bundle."""
     from environments.world import export_documents
 
     dst.mkdir(parents=True)
     if (world_root / "world.sqlite").exists():
         export_documents(world_root / "world.sqlite", dst / "documents.jsonl")
+        if drop:
+            docs = dst / "documents.jsonl"
+            lines = docs.read_text(encoding="utf-8").splitlines(keepends=True)
+            docs.write_text("".join(ln for ln in lines if json.loads(ln).get("event_id") not in drop),
+                            encoding="utf-8")
     for slug in sorted(repos):
         bundle(world_root / "git" / f"{slug}.git", dst / "git" / f"{slug}.bundle")
 

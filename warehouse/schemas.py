@@ -100,6 +100,13 @@ class Event(Record):
     medium: str = ""                 # what the source is to the company: one of MEDIA (a chat message: kind "message")
     automated: str = ""              # why a machine wrote it (bot, auto-reply header, join notice); "" = a person
 
+    @property
+    def withheld(self) -> str:
+        """Why the anonymize stage withheld this event ("" when it did not): a withheld event is a stub that keeps
+        only its place (ids, thread, time, kind, actor), so mining knows something was there and no task cites it
+        (privacy.withhold)."""
+        return str(self.attrs.get("withheld") or "")
+
     @model_validator(mode="before")
     @classmethod
     def _earlier_medium(cls, data: Any) -> Any:
@@ -237,6 +244,21 @@ class Rejection(Record):
     detail: str = ""
 
 
+class Withheld(Record):
+    """A record left out because the leak audit still refused something in it after anonymization (DESIGN.md,
+    Convention 19): never its text, only what it was, where, and the kind of what was found."""
+
+    table: ClassVar[str] = "withheld"
+    key: ClassVar[tuple[str, ...]] = ("dataset", "stage", "record_kind", "record_id")
+
+    dataset: str
+    stage: str                       # anonymize (events, commit files, git content), publish (tasks, documents)
+    record_kind: str                 # event, commit_file, git_blob, git_path, git_message, task, document
+    record_id: str                   # event_id, "<event_id>#<file n>", "<repo>:<object>", task_id
+    reason: str                      # the audit's kind of the first hit: email, name, person, secret:<type>, ...
+    run_id: str = ""
+
+
 class Cluster(Record):
     """Where a work item sits: its family, its near-duplicate group, its split (task_builders.cluster)."""
 
@@ -274,7 +296,7 @@ class Embedding(Record):
 
 
 TABLES: dict[str, type[Record]] = {m.table: m for m in (Event, Quarantine, Identity, Link, WorkItem, Task,
-                                                         Validation, Rejection, Cluster, Embedding)}
+                                                         Validation, Rejection, Withheld, Cluster, Embedding)}
 
 
 # --- derivation of Arrow and DuckDB schemas -------------------------------------------------------

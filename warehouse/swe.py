@@ -21,6 +21,14 @@ Where the values come from:
 - `image`: `taskmine-swe:<hash>`, no registry holds it: `warehouse.loader.PublishedDataset.swebench_image` builds
   it locally from the task's environment image and the published repository bundle.
 
+What SWE-bench's harness protects when it runs `eval_script`: the test files are reset and the test patch applied
+after the agent's patch (edited or deleted tests come back), one container per instance. What it does not: the
+tests run with the agent's files on sys.path, in an interpreter the agent's code can patch, and the verdict is
+parsed from the printed log; a conftest.py or pytest.ini the patch adds, a module shadowing the standard library
+or pytest, a monkeypatched report, a planted compiled file or code that prints `PASSED <id>` lines forges a pass.
+taskmine's own verifier (graders.verifier with graders.sealed: `PublishedDataset.verify`) resists those; the
+script here stays the plain pytest run SWE-bench's log parser reads.
+
 Invariant: `agent_columns` never holds the patch, the tests, the test sets or anything after the cutoff.
 """
 

@@ -149,6 +149,40 @@ def families() -> dict[str, Family]:
     return {name: r.obj() for name, r in registry("family").all().items()}
 
 
+# --- fixing commits as the world holds them ---------------------------------------------------------------
+
+UNREADABLE_FIX = "the fix touches an unreadable object"
+WITHHELD_FIX = "the fix touches a withheld file"
+WITHHELD_RECORD = "a record it needs was withheld"
+
+
+def kept_fixes(ctx: BuildContext, shas: Iterable[str], commits: dict[str, Event]) -> list[str]:
+    """Fixing commits (original SHAs) as the world's history holds them: a commit only a ref the rewrite drops
+    reaches (a pull request's own commit, a tag) is its copy on a kept branch when there is one
+    (task_builders.gitrewrite.equivalents: same patch id), named once, in order."""
+    out: list[str] = []
+    for s in shas:
+        e = commits.get(s)
+        info = ctx.repos.get(e.attrs.get("repo")) if e is not None else None
+        kept = ((info or {}).get("equivalent") or {}).get(s, s)
+        kept = kept if kept in commits else s
+        if kept not in out:
+            out.append(kept)
+    return out
+
+
+def absent_problem(info: dict, world_shas: Iterable[str]) -> tuple[str, str] | None:
+    """(reason, detail) when a commit of `world_shas` changes a file whose content before or after it the world's
+    repository lacks: git could not read it, or the leak audit refused it (task_builders.gitrewrite: the file is
+    absent there, so the commit's diff in the world is not the real one)."""
+    for sha in world_shas:
+        touched = (info.get("touched") or {}).get(sha) or {}
+        for why, reason in (("unreadable", UNREADABLE_FIX), ("withheld", WITHHELD_FIX)):
+            if touched.get(why):
+                return reason, f"{touched[why]} files of commit {sha[:12]}"
+    return None
+
+
 # --- sealing --------------------------------------------------------------------------------------------
 
 
@@ -163,6 +197,7 @@ def seal(ctx: BuildContext, family: Family, drafts: list[Draft]) -> Iterator[Tas
     catalogue(ctx, family, drafts)
     add_alternatives(ctx, family, drafts)
     branches: dict[str, Branches] = {}
+    sealed: list[tuple[Draft, dict, WorldView | None, Context]] = []
     for d in drafts:
         git_world, problems = {}, []
         for repo, head in d.repos.items():
@@ -217,6 +252,9 @@ def seal(ctx: BuildContext, family: Family, drafts: list[Draft]) -> Iterator[Tas
             continue
         d.meta["graded_by"] = oracle.mode if not oracle.not_run else f"{oracle.mode}; {oracle.not_run} judge " \
                                                                      "checks not run (no model configured)"
+        sealed.append((d, git_world, world_view, context))
+    yield from settle(ctx, family, sealed)
+    for d, git_world, world_view, context in sealed:
         if context.judge is not None and any(c.kind == "judge" for c in d.rubric.checks):
             from graders.communication import judge_agreement
 
@@ -224,6 +262,34 @@ def seal(ctx: BuildContext, family: Family, drafts: list[Draft]) -> Iterator[Tas
             runs.update({f"probe:{p.name}": replay_log(world_view, d, p.calls) for p in d.probes if p.command is None})
             d.meta["judge_agreement"] = judge_agreement(d.rubric, runs, world_view, ctx.llm)
         yield _task(ctx, family, d, git_world)
+
+
+def settle(ctx: BuildContext, family: Family, kept: list) -> Iterator[Rejection]:
+    """Probes that depend on the family's whole set of tasks (a constant answer: the commonest values of the tasks'
+    references, task_builders.probes.constants) drawn again from the drafts still kept, and graded again, until none
+    passes: a lab trains on the published set, so its best constant is that set's, and dropping the tasks one
+    constant solved can make another constant the commonest. Removes from `kept` (in place) and yields a rejection
+    for every draft such a probe passes."""
+    from task_builders.probes import redraw_constants
+
+    while kept:
+        changed = redraw_constants(ctx, family, [k[0] for k in kept])
+        failing = []
+        for k in kept:
+            d, _, world_view, context = k
+            for p in d.probes:
+                if p.name in changed.get(id(d), ()):
+                    p.score = grade(d.rubric, replay_log(world_view, d, p.calls), _probe_context(context, d)).score
+            passing = [(p.name, p.score) for p in d.probes if p.name in changed.get(id(d), ())
+                       and (p.score is None or p.score >= p.max_score)]
+            if passing:
+                failing.append((k, passing))
+        if not failing:
+            return
+        for k, passing in failing:
+            kept.remove(k)
+            yield family.reject(ctx, k[0].item, "a probe passes the rubric",
+                                "; ".join(f"{n} scored {s} (the constants of the tasks kept)" for n, s in passing))
 
 
 def _words(text: str) -> list[str]:

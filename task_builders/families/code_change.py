@@ -56,7 +56,18 @@ from environments.docker_cli import SandboxError
 from environments.gitworld import Branches, GitWorldError, git
 from graders import verifier
 from graders.rubric import CheckSpec, Rubric
-from task_builders.families import READ_TOOLS, REPO_TOOLS, BuildContext, Draft, Family, Probe, register_family
+from task_builders.families import (
+    READ_TOOLS,
+    REPO_TOOLS,
+    BuildContext,
+    Draft,
+    Family,
+    WITHHELD_RECORD,
+    Probe,
+    absent_problem,
+    kept_fixes,
+    register_family,
+)
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Rejection, WorkItem
 
@@ -134,7 +145,10 @@ class CodeChange(Family):
         issues = {e.native_id: e for e in ctx.by_kind("issue_created")}
         seen: dict[tuple[str, str], Candidate] = {}
         for item in ctx.items:
-            shas = [s for s in item.attrs.get("fix_shas") or [] if s in commits]
+            if item.attrs.get("withheld_fixes"):   # the fixes the world knows are not all of them
+                yield self.reject(ctx, item, WITHHELD_RECORD, f"{item.attrs['withheld_fixes']} fixing commits withheld")
+                continue
+            shas = kept_fixes(ctx, [s for s in item.attrs.get("fix_shas") or [] if s in commits], commits)
             if not shas:
                 yield self.reject(ctx, item, "no commit names the issue")
                 continue
@@ -181,6 +195,8 @@ class CodeChange(Family):
         for e in sorted(commits.values(), key=lambda e: (e.ts, e.native_id), reverse=True):
             if e.native_id in linked or e.attrs.get("merge") or len(e.attrs.get("parents") or []) != 1:
                 continue
+            if e.native_id in (ctx.repos.get(e.attrs.get("repo")) or {}).get("equivalent", {}):
+                continue            # a copy of a kept commit (a pull request's own commit): that one is the candidate
             if not FIX_MESSAGE.search(f"{e.title or ''}\n{e.body or ''}"):
                 continue
             repo = e.attrs.get("repo")
@@ -208,6 +224,13 @@ class CodeChange(Family):
     def _draft(self, ctx: BuildContext, c: Candidate, branches: dict[str, Branches]) -> Draft | Rejection:
         info = ctx.repos[c.repo]
         path, slug = Path(info["path"]), info["slug"]
+        gone = absent_problem(info, [*(info["sha_map"].get(s) for s in c.raw_shas if info["sha_map"].get(s)), c.fix])
+        if gone:
+            return self.reject(ctx, c.item, *gone)
+        lacking = ((info.get("absent") or {}).get(c.parent) or {}).get("unreadable")
+        if lacking:
+            return self.reject(ctx, c.item, "the repository at the fix's parent lacks files git could not read",
+                               f"{lacking} files (see the quarantine's git_object rows)")
         changes = _changes(path, c.parent, c.fix)
         files_at_parent = git(path, "ls-tree", "-r", "--name-only", "-z", c.parent).split("\0")
         files_at_parent = [f for f in files_at_parent if f]
@@ -297,7 +320,7 @@ class CodeChange(Family):
                  changes: dict[str, str], restore: list[str], run: list[str]) -> verifier.Measure | str:
         repeats = ctx.config.code_repeats
         key = content_hash("code-measure/2", env.key(), c.parent, c.fix, run, restore, repeats,
-                           ctx.config.code_timeout_s, ctx.sandbox.kind, codeenv.runner_recipe())[:32]
+                           ctx.config.code_timeout_s, ctx.sandbox.kind, verifier.runner_recipe())[:32]
         stored = ctx.world_root / "code" / "measure" / f"{key}.json"
         if stored.exists():
             m = verifier.Measure.from_json(json.loads(stored.read_text()))
@@ -314,7 +337,7 @@ class CodeChange(Family):
             Path(tmp).chmod(0o755)    # the sandbox's user reads it through a read-only mount
             _archive(path, c.parent, Path(tmp))
             m = verifier.measure(ctx.sandbox, image, Path(tmp), slug, env, cache, before, after, run, execs=execs,
-                                 repeats=repeats, timeout_s=ctx.config.code_timeout_s)
+                                 repeats=repeats, timeout_s=ctx.config.code_timeout_s, restore=restore)
         stored.parent.mkdir(parents=True, exist_ok=True)
         stored.write_text(json.dumps(m.to_json(), sort_keys=True))
         return m.error or m

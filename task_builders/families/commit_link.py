@@ -23,7 +23,18 @@ from collections.abc import Iterator
 from environments.actions import Answer
 from environments.gitworld import GitWorldError, git
 from graders.rubric import CheckSpec, Rubric
-from task_builders.families import READ_TOOLS, REPO_TOOLS, BuildContext, Draft, Family, Probe, register_family
+from task_builders.families import (
+    READ_TOOLS,
+    REPO_TOOLS,
+    BuildContext,
+    Draft,
+    Family,
+    WITHHELD_RECORD,
+    Probe,
+    absent_problem,
+    kept_fixes,
+    register_family,
+)
 from task_builders.world import strip_keys
 from warehouse.schemas import Rejection
 
@@ -49,7 +60,10 @@ class CommitLink(Family):
             if not ctx.repos and not commits:
                 yield self.reject(ctx, item, "no git repository in the dataset")
                 continue
-            shas = item.attrs.get("fix_shas") or []
+            if item.attrs.get("withheld_fixes"):   # the fixes the world knows are not all of them
+                yield self.reject(ctx, item, WITHHELD_RECORD, f"{item.attrs['withheld_fixes']} fixing commits withheld")
+                continue
+            shas = kept_fixes(ctx, item.attrs.get("fix_shas") or [], commits)
             if not shas:
                 yield self.reject(ctx, item, "no commit names the issue")
                 continue
@@ -74,6 +88,9 @@ class CommitLink(Family):
         refs = [sha_map[c.native_id] for c in fixes if c.native_id in sha_map]
         if len(refs) != len(fixes):
             return self.reject(ctx, item, "fixing commit not in the rewritten history")
+        gone = absent_problem(ctx.repos[repo], refs)
+        if gone:
+            return self.reject(ctx, item, *gone)
         named = sorted({f["path"] for c in fixes for f in c.attrs.get("files") or []
                         if key.casefold() in str(f.get("path", "")).casefold()})
         if named:

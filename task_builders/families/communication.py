@@ -50,6 +50,7 @@ MAX_TEXT = 4000          # characters of a request or reply kept in a rubric (ju
 FUTURE_ISSUES = 20       # issues filed after the cutoff whose keys a response must not name
 FUTURE_EVENTS = 10       # later messages of the thread whose facts a response must not state
 MIN_MENTIONS = 10        # facts a response may name before it counts as naming everything at once
+COMMON_SHARE = 0.5       # a fact named by this share of the world's documents at the cutoff is no evidence
 SIGNATURE_LINES = 12     # closing lines of a mail compared with the author's other mails (Tools.without_signature)
 FOOTER_AUTHORS = 3       # closing lines that mails of this many other people end with too are a list's footer
 ACK = {
@@ -123,7 +124,9 @@ class Communication(Family):
     def build(self, ctx: BuildContext) -> Iterator[Draft | Rejection]:
         tools = Tools(ctx)
         exchanges: list[Exchange] = []
-        for item in sorted(ctx.items, key=lambda i: (i.ts, i.item_id)):
+        # in time, then by the request's event id (a work item's id hashes a salted Message-ID): the order
+        # decides each exchange's sibling, which must not depend on the pseudonyms drawn
+        for item in sorted(ctx.items, key=lambda i: (i.ts, i.request_event_id, i.item_id)):
             if item.kind not in self.kinds:
                 continue
             ex = self.exchange(ctx, item, tools)
@@ -155,13 +158,19 @@ class Communication(Family):
                 repos[git[0]] = None
                 needed += git[1]
         ungraded = [f for f in fresh if f not in gradable]
+        common = self.common_facts(tools, ex, gradable, stated)
+        gradable = [f for f in gradable if f not in common]
         judge = ctx.llm is not None and getattr(ctx.llm, "enabled", False)
         if len(gradable) < MIN_FACTS and not judge:
             return self.reject(ctx, ex.item, "too few gradable facts and no model for judge checks",
                                f"{len(gradable)} of {len(stated)} facts of the real reply are grounded at the "
-                               f"cutoff (needs {MIN_FACTS}); ungraded: "
-                               + ", ".join(f"{f.kind} {f.text[:40]}" for f in ungraded[:5]))
-        rubric = self.rubric(ex, gradable, self.future_facts(ctx, ex, stated, view), judge)
+                               f"cutoff and not common (needs {MIN_FACTS}); "
+                               + ("common in the world (a constant or a list of the commonest states them): "
+                                  + ", ".join(f"{f.kind} {f.text[:40]}" for f in common[:5]) + "; " if common
+                                  else "")
+                               + "ungraded: " + ", ".join(f"{f.kind} {f.text[:40]}" for f in ungraded[:5]))
+        named = self.named(tools, ex, stated)
+        rubric = self.rubric(ex, gradable, self.future_facts(ctx, ex, stated, view), judge, named)
         prompt, how = self.prompt(ctx, ex, stated)
         leaked = [f for f in stated if F.mentions(prompt, f) and f not in echoed]
         if leaked:
@@ -176,6 +185,7 @@ class Communication(Family):
                      "messages": self.requester_messages(ex)}
         meta = {**ex.meta, "facts": [f.to_json() for f in gradable],
                 "ungraded_facts": [f.to_json() for f in ungraded], "echoed_facts": len(echoed),
+                "common_facts": [f.to_json() for f in common],
                 "instruction": how, "grading": "judge" if not gradable else
                 ("deterministic+judge" if judge else "deterministic"),
                 "rubric_points": sum(c.weight for c in rubric.checks),
@@ -187,7 +197,46 @@ class Communication(Family):
                      hidden_events=ex.hidden_events, hidden_texts=[hidden], persona=ex.persona,
                      repos=repos, needed_commits=sorted(set(needed)), probes=probes, meta=meta)
 
-    def rubric(self, ex: Exchange, gradable: list[F.Fact], future: list[F.Fact], judge: bool) -> Rubric:
+    def common_facts(self, tools: Tools, ex: Exchange, gradable: list[F.Fact], stated: list[F.Fact]
+                     ) -> list[F.Fact]:
+        """The facts a guess states without reading the request (task_builders.prevalence): named by at least
+        COMMON_SHARE of the world's documents at the cutoff (`pom.xml` on a Maven list), or among the commonest
+        values of their kind, so that a list of them short enough to be credited (fewer than MIN_OTHERS wrong
+        values, graders.communication) holds them: rank <= MIN_OTHERS - 1 + the values of that kind the real
+        reply names. Such a fact is no evidence of an answer and is not graded."""
+        from graders.communication import MIN_OTHERS
+
+        prev = tools.prevalence()
+        t = ex.cutoff.timestamp()
+        total = prev.documents(t)
+        per_kind: dict[str, int] = {}
+        for f in stated:
+            per_kind[f.kind] = per_kind.get(f.kind, 0) + 1
+        counts: dict[str, dict[str, int]] = {}
+        out = []
+        for f in gradable:
+            c = counts.setdefault(f.kind, prev.counts(f.kind, t, ex.hidden_events))
+            value = person_name(f)
+            n = prev.count(f.kind, value, t, ex.hidden_events)
+            if not n:
+                continue
+            if n >= COMMON_SHARE * total or \
+                    prev.rank(f.kind, value, t, ex.hidden_events, counts=c) <= MIN_OTHERS - 1 + per_kind[f.kind]:
+                out.append(f)
+        return out
+
+    def named(self, tools: Tools, ex: Exchange, stated: list[F.Fact]) -> dict[str, list[str]]:
+        """kind -> the values of that kind the real reply or what the agent is shown names (people by full name,
+        the persona and the requester among them): naming those is no guess (graders.communication.others)."""
+        shown = "\n".join((ex.request_text, ex.prompt_head, ex.prompt_tail))
+        out: dict[str, list[str]] = {}
+        for f in [*stated, *F.extract(shown, limit=10**6), *tools.people_in(shown)]:
+            out.setdefault(f.kind, []).append(person_name(f))
+        out.setdefault("person", []).extend(x for x in (ex.persona.name, ex.requester.get("name")) if x)
+        return {k: sorted(set(v)) for k, v in out.items()}
+
+    def rubric(self, ex: Exchange, gradable: list[F.Fact], future: list[F.Fact], judge: bool,
+               named: dict[str, list[str]] | None = None) -> Rubric:
         scope = ex.scope
         checks = list(ex.structure)
         placeholders = sorted(set(F.PLACEHOLDER.findall(ex.reply_text)))
@@ -219,7 +268,9 @@ class Communication(Family):
                 checks.append(CheckSpec(id=f"fact_{i}_{f.kind}", check="states_fact", weight=w,
                                         criterion=f"states the {f.kind.replace('_', ' ')} {f.text[:120]}",
                                         args={"scope": scope, "fact": f.to_json(), "prose": True,
-                                              "min_words": least, "max_mentions": cap}))
+                                              "min_words": least, "max_mentions": cap,
+                                              **({"named": (named or {}).get(f.kind, [])} if named is not None
+                                                 else {})}))
         if judge:
             request, guidance = ex.request_text[:MAX_TEXT], ex.reply_text[:MAX_TEXT]
             for q, weight, crit in (("answers", s if gradable else 2 * s, "answers what was asked"),
@@ -291,6 +342,17 @@ def _closing_lines(text: str) -> list[str]:
     return [ln.strip() for ln in text.split("\n") if ln.strip() and not _ATTRIBUTION.search(ln.strip())]
 
 
+_PREVALENCE: dict = {}    # the last dataset's Prevalence: the three communication families share one count
+
+
+def person_name(f: F.Fact) -> str:
+    """A fact's value as graders compare it: a person's full name (Tools.people_in puts it first among the
+    variants when the reply spelled a mention), anything else as spelled."""
+    if f.kind == "person" and f.variants and not f.variants[0].startswith("@"):
+        return f.variants[0]
+    return f.text
+
+
 class Tools:
     """Lookups over the dataset a family builds from: SHA translation, people, repositories."""
 
@@ -320,11 +382,16 @@ class Tools:
         for first, full in firsts.items():
             if len(full) == 1 and len(first) >= 3:
                 self.names.setdefault(first, next(iter(full)))
+        self.users: dict[str, list[str]] = {}      # full name -> the person's user names
+        for key, full in sorted(self.names.items()):
+            if " " not in key and key != full.split()[0].casefold():
+                self.users.setdefault(full, []).append(key)
+        self._prevalence = None
         self._commits: list[tuple[dt.datetime, str, str, list[str]]] | None = None
         self._names: list[tuple[str, str, bool]] | None = None
         self.threads: dict[str, list[Event]] = {}
         for e in sorted(ctx.events.values(), key=lambda e: (e.ts, e.event_id)):
-            if e.thread_key:
+            if e.thread_key and not e.withheld:   # a withheld event is no part of any world (privacy.withhold)
                 self.threads.setdefault(e.thread_key, []).append(e)
         self._tails: dict[str, list[tuple[str, list[str]]]] | None = None
 
@@ -366,6 +433,18 @@ class Tools:
                 common -= 1
         return "\n".join(lines).rstrip()
 
+    def prevalence(self):
+        """How common each fact is in the world (task_builders.prevalence), counted once per dataset."""
+        if self._prevalence is None:
+            from task_builders.prevalence import Prevalence
+
+            key = (self.ctx.dataset, self.ctx.world.key() if self.ctx.world else None, len(self.ctx.events))
+            if _PREVALENCE.get("key") != key:
+                _PREVALENCE.clear()
+                _PREVALENCE.update(key=key, value=Prevalence.of(self.ctx.events.values(), self.text, self.names))
+            self._prevalence = _PREVALENCE["value"]
+        return self._prevalence
+
     def thread(self, e: Event, medium: str | None = None) -> list[Event]:
         """The events of `e`'s thread (of one medium: mail, chat, ...), in time order."""
         return [x for x in self.threads.get(e.thread_key or "", []) if medium is None or x.medium == medium]
@@ -386,10 +465,11 @@ class Tools:
 
     def people_in(self, text: str, exclude: set[str] = frozenset()) -> list[F.Fact]:
         """People of the dataset the text names by full name or as a mention (@user, [~username]), as facts of
-        kind "person" (the spelling used; the full name and the first name as variants a reply may use). A first
-        name alone is no fact: on real archives the anonymizer's pseudonyms also stand where a product or a word
-        was taken for a name, and a greeting names no one the agent had to find. The people in `exclude` (the
-        requester, the persona) are not facts."""
+        kind "person" (the spelling used; the full name and the person's @user mentions as variants a reply may
+        use). A first name alone is no fact: on real archives the anonymizer's pseudonyms also stand where a
+        product or a word was taken for a name, a greeting names no one the agent had to find, and which person
+        a first name is depends on the pseudonyms drawn. The people in `exclude` (the requester, the persona)
+        are not facts."""
         skip = {x.casefold() for x in exclude if x} | {x.split()[0].casefold() for x in exclude if x and x.split()}
         out: dict[str, tuple[int, F.Fact]] = {}
         for spelled, full, mention in self._spellings():
@@ -399,7 +479,10 @@ class Tools:
                        rf"(?<![\w~])@?{re.escape(spelled)}(?![\w])")
             m = re.search(pattern, text)
             if m and full.casefold() not in out:
-                variants = tuple(v for v in dict.fromkeys([full, full.split()[0]]) if v != m.group(0))
+                # the full name, then the person's mentions: a first name alone is not a person (which one is it
+                # depends on the pseudonyms drawn: two people may share one)
+                variants = tuple(v for v in dict.fromkeys([full, *(f"@{u}" for u in self.users.get(full, ()))])
+                                 if v != m.group(0))
                 out[full.casefold()] = (m.start(), F.Fact("person", m.group(0), variants))
         return [f for _, f in sorted(out.values(), key=lambda x: x[0])]
 

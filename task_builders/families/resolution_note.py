@@ -10,10 +10,12 @@ with a model, four judge checks (task_builders.families.communication).
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 from environments import actions as A
 from graders.rubric import CheckSpec
 from task_builders.families import READ_TOOLS, BuildContext, register_family
+from task_builders import facts as F
 from task_builders.families.communication import Communication, Exchange, Tools, thread_addresses
 from task_builders.signals import new_text
 from warehouse.schemas import Event, Rejection, WorkItem
@@ -54,6 +56,40 @@ def _resolved_by(e: Event, cutoff: dt.datetime) -> bool:
     return (at if at.tzinfo else at.replace(tzinfo=dt.UTC)) <= cutoff
 
 
+def not_a_note(text: str, issue: Event, tools: Tools) -> str | None:
+    """Why a ticket's comment nearest its resolution is no note about that resolution, or None. A note explains
+    what was decided about this ticket: it may not carry another matter's personal data (a customer's e-mail
+    address, or the anonymizer's placeholders of someone's phone number, card, account or address, which no agent
+    is expected to write), and it reads as a resolution (fixed, merged, duplicate, cannot reproduce, ...:
+    NOTE_HINT, the words the mining stage takes a late note by), names a commit, a version, an issue or a link
+    (a pull request), or talks about the ticket's own subject (two words of its summary). A question handing the
+    ticket to someone ("can you take a look?") is none of these."""
+    from task_builders.mining import NOTE_HINT
+
+    personal = sorted({p for p in F.PLACEHOLDER.findall(text) if p.strip("[]") in PERSONAL})
+    if personal:
+        return f"it carries redacted personal data ({', '.join(personal[:3])}): another matter, not the resolution"
+    if _MAILBOX.search(text):
+        return "it discloses someone's e-mail address: another matter, not the resolution"
+    if NOTE_HINT.search(text):
+        return None
+    if any(f.kind in ("commit", "version", "issue_key", "ref", "url") for f in F.extract(text)):
+        return None
+    summary = {w for w in re.findall(r"[a-z][a-z0-9_]{3,}", (issue.title or "").casefold()) if w not in _COMMON}
+    said = set(re.findall(r"[a-z][a-z0-9_]{3,}", text.casefold()))
+    if len(summary & said) >= min(2, len(summary)) and summary:
+        return None
+    return "it says nothing of a resolution (no fix, duplicate, release, commit, version) nor of the ticket's subject"
+
+
+_COMMON = frozenset("""with when that this from have does should into then than there their about after before
+what which while will would could your some more most only also just""".split())
+# the anonymizer's placeholders of someone's personal data (privacy.pii kinds, and a person NER found): a log
+# level in brackets (`[ERROR]`) or a redacted user in a home path (`[USER]`) is none
+PERSONAL = frozenset({"PERSON", "EMAIL", "PHONE", "POSTAL_ADDRESS", "CREDIT_CARD", "IBAN", "US_SSN", "URL_PERSONAL"})
+_MAILBOX = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}(?![\w.-])")   # not `alloy@1.9.3`
+
+
 @register_family("resolution_note")
 class ResolutionNote(Communication):
     """A ticket about to be resolved -> its resolution and the note explaining it (the real note)."""
@@ -90,8 +126,13 @@ class ResolutionNote(Communication):
                                criterion=f"explains the resolution in a comment on {key}",
                                args={"scope": scope, "tool": "jira_comment"})]
         field, value = ("resolution", resolution) if resolution else ("status", status)
-        structure.append(CheckSpec(id=field, check="field_equals", weight=1,
-                                   criterion=f"the {field} the team chose",
+        why = not_a_note(text, issue, tools)
+        if why:
+            return self.reject(ctx, item, "the reference is no note about the ticket's resolution", why)
+        # the decision itself gates the rubric: a note that says the right things about the wrong resolution
+        # earns nothing (graders.rubric, critical checks)
+        structure.append(CheckSpec(id=field, check="field_equals", weight=1, critical=True,
+                                   criterion=f"the {field} the team chose (critical: no credit without it)",
                                    args={"key": key, "field": field, "expected": value}))
         used = sorted({r for e in ctx.events.values() if e.kind in ("issue_created", "pr_created")
                        and e.native_id != key and _resolved_by(e, cutoff)

@@ -15,14 +15,16 @@ Invariants:
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 
 from environments.actions import JiraUpdate
 from graders.rubric import CheckSpec, Rubric
-from task_builders.families import READ_TOOLS, BuildContext, Draft, Family, Probe, register_family
+from task_builders.families import WITHHELD_RECORD, READ_TOOLS, BuildContext, Draft, Family, Probe, register_family
 from warehouse.schemas import Event, Rejection
 
+MIN_WEIGHT = 0.1   # the least a field weighs, however often a constant answer gets it right
 FIELDS = {"issuetype": "type", "type": "type", "priority": "priority", "component": "components",
           "components": "components", "assignee": "assignee"}
 
@@ -108,12 +110,17 @@ class TicketTriage(Family):
         # events) cannot tell the values an issue was filed with from the ones it was triaged to
         no_changelog = not changes
 
+        drafts: list[Draft] = []
         for item in ctx.items:
             issue = issues.get(item.thread_key)
             if issue is None or item.kind != "issue":
                 continue
             if no_changelog:
                 yield self.reject(ctx, item, "the export has no changelog: the values as filed are unknown")
+                continue
+            withheld = [e for e in changes[issue.native_id] if e.withheld]
+            if withheld:   # a change withheld (privacy.withhold): the values as filed and after triage are unknown
+                yield self.reject(ctx, item, WITHHELD_RECORD, f"{len(withheld)} changes of its changelog withheld")
                 continue
             filed, after, n = triage_values(issue, changes[issue.native_id], window)
             if n == 0:
@@ -125,7 +132,12 @@ class TicketTriage(Family):
             if all(filed[k] == after[k] for k in ("type", "priority", "components", "assignee")):
                 yield self.reject(ctx, item, "triage changed nothing the task grades")
                 continue
-            yield self._draft(ctx, item, issue, filed, after, changes[issue.native_id], people)
+            d = self._draft(ctx, item, issue, filed, after, changes[issue.native_id], people)
+            if isinstance(d, Rejection):
+                yield d
+            else:
+                drafts.append(d)
+        yield from weigh(drafts)
 
     def _people(self, ctx: BuildContext) -> dict[str, dict]:
         """Pseudonymized people by display name, with the aliases a grader should accept."""
@@ -137,7 +149,7 @@ class TicketTriage(Family):
                     out.setdefault(p["display_name"], {"aliases": set()})["aliases"].update(a for a in aliases if a)
         return out
 
-    def _draft(self, ctx, item, issue, filed, after, changes, people) -> Draft:
+    def _draft(self, ctx, item, issue, filed, after, changes, people) -> Draft | Rejection:
         key, project = issue.native_id, str(issue.attrs.get("project"))
         prompt = (
             f"You are triaging issue {key} in project {project}, just filed by {issue.actor_name or 'a user'}.\n\n"
@@ -150,6 +162,9 @@ class TicketTriage(Family):
             "[--assignee 'Full Name']"
         )
         fields = {"type": after["type"], "priority": after["priority"]}
+        # what the issue itself says (its summary, its text, who filed it): a value it names is read off the
+        # prompt ("from acmekit.parser" -> component parser, the reporter as assignee), not triaged
+        said = f"{issue.title or ''}\n{issue.body or ''}\n{issue.actor_name or ''}"
         checks = [CheckSpec(id="type", check="field_equals", weight=1, criterion="the issue type the team chose",
                             args={"key": key, "field": "type", "expected": after["type"]}),
                   CheckSpec(id="priority", check="field_equals", weight=1, criterion="the priority the team chose",
@@ -166,6 +181,11 @@ class TicketTriage(Family):
                                     criterion="the person the issue was assigned to",
                                     args={"key": key, "field": "assignee", "expected": after["assignee"],
                                           "aliases": aliases}))
+        stated = [c.id for c in checks if states(said, fields[c.id])]
+        checks = [c for c in checks if c.id not in stated]
+        if not checks:
+            return self.reject(ctx, item, "the issue states every triage value",
+                               "ungraded (named by the issue itself): " + ", ".join(stated))
         as_filed = {k: v for k, v in (("type", filed["type"]), ("priority", filed["priority"]),
                                       ("components", filed["components"] or None), ("assignee", filed["assignee"]))
                     if v}
@@ -174,4 +194,42 @@ class TicketTriage(Family):
         return Draft(item=item, prompt=prompt, cutoff=issue.ts, reference=[JiraUpdate(key=key, **fields)],
                      rubric=Rubric(checks=checks), probes=probes,
                      hidden_events=[c.event_id for c in changes if c.ts > issue.ts],
-                     meta={"after_triage": {**fields}, "filed": filed})
+                     meta={"after_triage": {**fields}, "filed": filed, "stated_fields": stated})
+
+
+def states(text: str, value) -> bool:
+    """Does the issue's own text name the value (every one of a list) as a word, case-insensitive?"""
+    values = value if isinstance(value, list) else [value]
+    return bool(values) and all(v and re.search(rf"(?<![\w-]){re.escape(str(v))}(?![\w-])", text, re.I)
+                                for v in values)
+
+
+def weigh(drafts: list[Draft]) -> list[Draft]:
+    """The drafts with each field's weight lowered by how often one constant answer gets it right: a field whose
+    commonest value over the family's references (the best constant a policy can learn) is the answer on a share
+    s > 1/2 of the drafts grading it weighs 2(1 - s) (at least MIN_WEIGHT), so the same values on every ticket
+    earn less than half on average (the constant_values probe, task_builders.probes, rejects a task it still
+    passes). Ties between values go to the earliest draft's, never to the alphabet (an assignee is a pseudonym)."""
+    from task_builders.probes import constants
+
+    if not drafts:
+        return drafts
+    best = constants(drafts)
+    shares: dict[str, float] = {}
+    for f in ("type", "priority", "components", "assignee"):
+        grading = [d for d in drafts if any(c.id == f for c in d.rubric.checks)]
+        if f in best and grading:
+            hits = sum(1 for d in grading if best[f] in _as_list(d.reference[0].arguments().get(f)))
+            shares[f] = hits / len(grading)
+    out = []
+    for d in drafts:
+        checks = [c.model_copy(update={"weight": max(MIN_WEIGHT, round(min(1.0, 2 * (1 - shares.get(c.id, 0.0))), 4))})
+                  for c in d.rubric.checks]
+        d.rubric = Rubric(checks=checks)
+        d.meta["constant_share"] = {f: round(v, 4) for f, v in sorted(shares.items())}
+        out.append(d)
+    return out
+
+
+def _as_list(v) -> list:
+    return v if isinstance(v, list) else [v] if v else []

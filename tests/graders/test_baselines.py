@@ -184,11 +184,25 @@ def test_the_commit_baseline_answers_the_commit_nearest_the_issue(worlds, tmp_pa
                     rubric=rubric.model_dump(mode="json"))
 
     box = LocalSandbox()
-    (solved,) = replay.baseline_runs(task("OPS-1", shas["login.py"]), worlds, box)
+    runs = {v.run_kind: v for v in replay.baseline_runs(task("OPS-1", shas["login.py"]), worlds, box)}
+    assert set(runs) == {"baseline:nearest_commit", "baseline:title_grep"}
+    solved = runs["baseline:nearest_commit"]
     assert solved.score == 1.0, solved.message
+    # `git log --all -i --grep` of the summary's words, run in the sandbox's repository at the cutoff: "password"
+    # finds nothing, "Login" finds the login fix
+    grep = runs["baseline:title_grep"]
+    assert grep.score == 1.0 and "ran git log --grep of password, Login" in grep.message, grep.message
     # the real fix of OPS-2 (in this story) was the deployment note: the nearest commit is the export one
-    (failed,) = replay.baseline_runs(task("OPS-2", shas["docs.md"]), worlds, box)
+    runs = {v.run_kind: v for v in replay.baseline_runs(task("OPS-2", shas["docs.md"]), worlds, box)}
+    failed = runs["baseline:nearest_commit"]
     assert shas["export.py"][:12] in failed.message and failed.score == 0.0
+    assert runs["baseline:title_grep"].score == 0.0     # "Spreadsheet" greps the export commit too
+
+
+def test_title_words_are_tried_most_specific_first():
+    assert baselines.title_words("AttributeError in normalize_query when the query is missing") == \
+        ["normalize_query", "AttributeError", "query"]     # "missing", "when", "the": everyday words
+    assert baselines.title_words("v2.3 fails on None") == ["v2.3", "None"]
 
 
 def test_code_change_has_no_baseline(worlds):

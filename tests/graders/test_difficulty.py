@@ -22,10 +22,16 @@ CONFIG = DatasetConfig(ner_model="", families=("ticket_triage",))
 
 
 @pytest.fixture(scope="module")
-def built_home(tmp_path_factory, sample_company):
+def built_home(tmp_path_factory):
+    # the sample at scale 2: at scale 1 the constant probes (the commonest values of the tasks kept) leave three
+    # triage tasks of thirteen, too few for the four roles below; at scale 2 twenty stay
+    from sample.company import write_sample
+
+    exports = tmp_path_factory.mktemp("difficulty-sample") / "exports"
+    write_sample(exports, seed=0, scale=2, dataset="acme")
     home = tmp_path_factory.mktemp("difficulty") / "home"
     store = Store(home)
-    flow.prepare(store, "acme", sample_company / "acme", CONFIG)
+    flow.prepare(store, "acme", exports / "acme", CONFIG)
     flow.work_items(store, "acme", CONFIG)
     flow.tasks(store, "acme", CONFIG)
     return home
@@ -73,7 +79,12 @@ def test_without_rollouts_every_valid_task_is_published_marked_easy_or_unmeasure
         assert r["baseline_solved"] is solved and r["difficulty"] == ("easy" if solved else "unmeasured")
         assert r["rollouts"] == 0 and r["pass_at_1"] is None and r["flaky"] is False
     probes = [v for v in rows if v.run_kind.startswith("probe:")]
-    assert sum(len(json.loads(r["probe_scores"])) for r in table) == len(probes)
+    grading = [load_dataset(published.path).grading(r["task_id"]) for r in table]
+    assert sum(len(json.loads(g["probe_scores"])) for g in grading) == len(probes)
+    assert all("probe_scores" not in r and "best_probe" not in r for r in table)   # the grader view only
+    for g in grading:
+        scores = json.loads(g["probe_scores"])
+        assert g["best_probe_score"] == max(scores.values()) and scores[g["best_probe"]] == g["best_probe_score"]
 
     manifest = json.loads((published.path / "manifest.json").read_text())
     st = manifest["grader"]["ticket_triage"]
@@ -86,6 +97,24 @@ def test_without_rollouts_every_valid_task_is_published_marked_easy_or_unmeasure
     assert sum(manifest["difficulty"].values()) == 4
     card = (published.path / "README.md").read_text()
     assert "## Difficulty and grader error" in card and "| ticket_triage |" in card
+    # the hack-resistance table: every probe class tried, beside the oracle's, in the manifest and the card
+    res = manifest["hack_resistance"]["ticket_triage"]
+    assert res["published"] == 4 and res["oracle"] == 1.0 and res["null"] == 0.0
+    kinds = {v.run_kind for v in rows if v.run_kind.startswith(("probe:", "baseline:"))}
+    assert set(res["attacks"]) == kinds
+    for kind, a in res["attacks"].items():
+        runs = [v for v in rows if v.run_kind == kind and v.score is not None]
+        # ... and the drafts this probe rejected when they were built (graded in process, never validated)
+        built = [r for r in store.read("rejections", "acme") if r.reason == "a probe passes the rubric"
+                 and f"{kind.removeprefix('probe:')} scored" in r.detail]
+        if kind.startswith("probe:"):
+            assert a["tried"] == len({v.task_id for v in runs}) + len(built) and a["passing"] == len(built)
+        else:       # a baseline's "passing" are the tasks it solves: easy, published in the easy configuration
+            assert a["tried"] == len({v.task_id for v in runs})
+            assert a["passing"] == sum(1 for v in runs if v.score >= difficulty.SOLVED)
+        assert a["best"] == max(v.score for v in runs)
+    assert "## Hack resistance" in card and "| ticket_triage | oracle (lowest) |" in card
+    assert max(len(line) for line in card.splitlines() if line.startswith("|")) <= 160
 
 
 def test_the_difficulty_command_prints_the_table_per_family(store, capsys):

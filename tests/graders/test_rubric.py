@@ -118,3 +118,19 @@ def test_judge_requires_oracle_pass_null_fail_and_no_variance():
     assert judge(cheap)[1].startswith("null scored")
     infra = ok[:5] + [_v("null", None, 2, "timeout")]
     assert judge(infra)[1].startswith("infra")
+
+
+def test_a_critical_check_that_fails_gates_the_grade_and_says_so_in_points():
+    # a resolution note that says the right things about the wrong resolution earns nothing (issue 18)
+    r = Rubric(checks=[
+        CheckSpec(id="resolution", check="field_equals", weight=1, critical=True,
+                  args={"key": "P-1", "field": "resolution", "expected": "Fixed"}),
+        CheckSpec(id="type", check="field_equals", weight=3, args={"key": "P-1", "field": "type", "expected": "Bug"}),
+    ])
+    right = grade(r, log(A.JiraUpdate(key="P-1", resolution="fixed", type="Bug")))
+    assert right.score == 1.0 and right.summary() == "4/4" and not right.gated
+    wrong = grade(r, log(A.JiraUpdate(key="P-1", resolution="Won't Fix", type="Bug")))
+    assert wrong.score == 0.0 and wrong.points == 0 and wrong.gated == ["resolution"]
+    assert wrong.ungated_points == 3 and wrong.summary() == "0/4, gated by resolution (3/4 without the gate)"
+    assert wrong.checks[0]["critical"] is True and wrong.checks[0]["explanation"].startswith("critical, gates")
+    assert grade(r, []).score == 0.0

@@ -1,11 +1,10 @@
 """The verifier's pure parts: which tests are FAIL_TO_PASS, PASS_TO_PASS or flaky, and how the fix's files are
-written over whatever an agent left (run here with the same script the sandbox runs)."""
+written over whatever an agent left (graders.sealed.prepare, the function the sandbox runs)."""
 
 import os
-import subprocess
-import sys
 
-from graders.verifier import CONFIG_NAMES, UNPACK, classify, payload
+from graders.sealed import prepare
+from graders.verifier import CONFIG_NAMES, classify, files_json
 
 P, F, E = "passed", "failed", "error"
 
@@ -30,10 +29,7 @@ def test_a_collection_error_is_never_a_test():
 
 
 def unpack(tmp_path, files, prune=()):
-    data = tmp_path / "payload.json"
-    data.write_bytes(payload(files, {p for p in files if p.endswith(".sh")}, prune))
-    return subprocess.run([sys.executable, "-I", "-c", UNPACK, str(data), str(tmp_path / "repo")],
-                          capture_output=True, text=True)
+    prepare(str(tmp_path / "repo"), files_json(files, {p for p in files if p.endswith(".sh")}), prune)
 
 
 def test_the_fix_files_replace_whatever_the_agent_left(tmp_path):
@@ -51,11 +47,12 @@ def test_the_fix_files_replace_whatever_the_agent_left(tmp_path):
     (repo / "tests" / "test_b.py").mkdir()                    # a folder where the fix has a file
     (repo / "tests" / "test_a.py").chmod(0o444)
     (repo / "tests").chmod(0o555)                             # and everything read-only
-    r = unpack(tmp_path, {"tests/test_a.py": b"def test_a(): assert False\n",
-                          "tests/test_b.py": b"def test_b(): pass\n", "fixtures/data.txt": b"42\n",
-                          "run.sh": b"#!/bin/sh\n", "pyproject.toml": b"[tool.x]\n", "tests/old.py": None},
-               CONFIG_NAMES)
-    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+    (repo / "pkg" / "__pycache__").mkdir()
+    (repo / "pkg" / "__pycache__" / "code.cpython-311.pyc").write_bytes(b"planted")
+    (repo / "tests" / "test_c.pyc").write_bytes(b"planted")
+    unpack(tmp_path, {"tests/test_a.py": b"def test_a(): assert False\n",
+                      "tests/test_b.py": b"def test_b(): pass\n", "fixtures/data.txt": b"42\n",
+                      "run.sh": b"#!/bin/sh\n", "pyproject.toml": b"[tool.x]\n", "tests/old.py": None}, CONFIG_NAMES)
     assert (repo / "tests" / "test_a.py").read_text() == "def test_a(): assert False\n"
     assert (repo / "tests" / "test_b.py").read_text() == "def test_b(): pass\n"
     assert not (repo / "fixtures").is_symlink() and (repo / "fixtures" / "data.txt").read_text() == "42\n"
@@ -64,12 +61,12 @@ def test_the_fix_files_replace_whatever_the_agent_left(tmp_path):
     assert not (repo / "pytest.ini").exists() and (repo / "pyproject.toml").read_text() == "[tool.x]\n"
     assert (repo / "pkg" / "code.py").read_text() == "x = 1\n"   # the agent's code is what is under test
     assert os.access(repo / "run.sh", os.X_OK)
+    assert not (repo / "pkg" / "__pycache__").exists() and not (repo / "tests" / "test_c.pyc").exists()
 
 
 def test_paths_outside_the_repository_are_never_written(tmp_path):
     (tmp_path / "repo").mkdir()
-    r = unpack(tmp_path, {"../escape.txt": b"x", "/abs.txt": b"x", ".git/hooks/pre-commit": b"x", "ok.txt": b"y"})
-    assert r.returncode == 0
+    unpack(tmp_path, {"../escape.txt": b"x", "/abs.txt": b"x", ".git/hooks/pre-commit": b"x", "ok.txt": b"y"})
     assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "repo" / ".git").exists()
     assert (tmp_path / "repo" / "ok.txt").read_text() == "y"
 
@@ -78,5 +75,5 @@ def test_a_repository_replaced_by_a_link_is_made_again(tmp_path):
     target = tmp_path / "target"
     target.mkdir()
     os.symlink(target, tmp_path / "repo")
-    assert unpack(tmp_path, {"tests/test_a.py": b"x\n"}).returncode == 0
+    unpack(tmp_path, {"tests/test_a.py": b"x\n"})
     assert not (tmp_path / "repo").is_symlink() and list(target.iterdir()) == []

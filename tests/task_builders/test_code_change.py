@@ -4,7 +4,9 @@ verifier phase, oracle/null/probes, and hostile agents."""
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -56,6 +58,10 @@ TESTS_AFTER = TESTS_BEFORE + '''
         self.assertEqual(mean([1, 2, 3]), 2)
 '''
 HIDDEN_NAME = "test_mean_of_nothing_is_zero"
+INIT = "calc/__init__.py"
+VERIFIER_PROBES = ("report_patch", "report_patch_unittest", "report_plugin", "stdlib_shadow_root",
+                   "stdlib_shadow_package", "exit_at_import", "sys_exit_at_import", "startup_hooks", "pyc_planting",
+                   "report_tamper", "runner_introspection")
 
 
 def _commit(repo: Path, files: dict[str, str], message: str, day: int) -> None:
@@ -126,7 +132,8 @@ def test_candidates_to_tasks_with_reasons(built):
     assert "no FAIL_TO_PASS test" in reasons             # the docstring "fix" whose test passed before
     assert task.world["env"]["ecosystem"] == "python" and task.world["env"]["requirements"] == []
     assert task.reference["actions"] == [] and {p["name"] for p in task.reference["probes"]} == {
-        "delete_tests", "edit_tests", "tests_pass", "runner_config", "runner_shadow", "hardcoded_returns"}
+        "delete_tests", "edit_tests", "tests_pass", "runner_config", "runner_shadow", "hardcoded_returns",
+        *VERIFIER_PROBES}
 
 
 def test_no_future_object_and_no_hidden_test_in_the_agent_phase(built, tmp_path):
@@ -166,7 +173,7 @@ def test_oracle_one_null_zero_every_probe_zero(built):
         scores.setdefault(v.run_kind, []).append(v.score)
     assert scores["oracle"] == [1.0, 1.0, 1.0] and scores["null"] == [0.0, 0.0, 0.0]
     probes = {k: s for k, s in scores.items() if k.startswith("probe:")}
-    assert len(probes) == 6 and all(s == [0.0] for s in probes.values()), probes   # with hardcoded_returns
+    assert len(probes) == 6 + len(VERIFIER_PROBES) and all(s == [0.0] for s in probes.values()), probes
 
 
 def test_the_verifier_kills_leftovers_and_restores_tests_and_config(built):
@@ -196,12 +203,19 @@ def test_half_a_fix_scores_the_fraction(built):
     assert {c["id"]: c["score"] for c in v.checks} == {"resolved": 0.0, "fraction": 0.5}
 
 
-def test_a_report_the_verifier_cannot_read_is_a_grader_error(built):
+def test_a_run_without_a_report_is_infra_only_when_the_oracle_has_none(built):
     task = the_task(built)
+    # the verifier itself is broken (a dataset command writing broken XML): the oracle has no report either
     env = {**task.world["env"], "test_command": "echo '<testsuite><testcase' > $TASKMINE_JUNIT"}
     broken = task.model_copy(update={"world": {**task.world, "env": env}})
     v = replay.run_once(broken, built["worlds"], built["sandbox"], "agent", "true")
-    assert v.score is None and v.error_class == "grader_error" and "well-formed" in v.message
+    assert v.score is None and v.error_class == "infra" and "well-formed" in v.message
+    # the agent's code kills the runner: no report, but the oracle's run has one, so the agent scores 0
+    slug = task.reference["code"]["repo"]
+    code = "import os, signal, sys\nif '_pytest' in sys.modules:\n    os.kill(os.getppid(), signal.SIGKILL)\n"
+    kill = f"cd ~/{slug} && python3 -c {shlex.quote(f'open({INIT!r}, {chr(39)}a{chr(39)}).write({code!r})')}"
+    v = replay.run_once(task, built["worlds"], built["sandbox"], "agent", kill)
+    assert v.score == 0.0 and v.error_class is None and "no test report" in json.dumps(v.checks), v
 
 
 def test_prune_keeps_the_environments_current_tasks_name(built, tmp_path):

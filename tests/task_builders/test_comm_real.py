@@ -44,10 +44,18 @@ def built(tmp_path_factory):
     return store, out
 
 
-def test_real_exports_give_tasks_of_all_three_families(built):
-    _, tasks = built
+def test_real_exports_give_tasks_of_the_mail_and_tracker_families(built):
+    store, tasks = built
     per_family = Counter(t.family for ts in tasks.values() for t in ts)
-    assert set(per_family) == set(FAMILIES), per_family
+    assert {"email_reply", "resolution_note"} <= set(per_family), per_family
+    # the real chats' answers that had a fact were the links the channel names most: a reply listing the three
+    # commonest links states them, so they are not graded (issue 18) and no chat task is built; every question
+    # is rejected with its reason
+    if "chat_answer" not in per_family:
+        chats = [r for ds in tasks for r in store.read("rejections", ds) if r.family == "chat_answer"
+                 and r.stage == "candidates"]
+        assert chats and all(r.reason for r in chats)
+        assert any("common in the world" in r.detail for r in chats)
 
 
 def score(task, view, calls):

@@ -1,0 +1,118 @@
+"""Precision of the communication checks (issue 18): a fact counts only when the reply commits to it. A list of the
+candidates of a fact's kind (people, files, versions, keys, URLs, SHAs) voids the facts it holds; a fact is
+supported at the cutoff by content, never by a join notice; a fact most of the world names is not graded. The
+world is our own invented chat of one team."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from environments.tools import Persona, ToolServer
+from environments.world import World, build_world
+from graders.rubric import CheckSpec, Context, Rubric, grade
+from task_builders import facts as F
+from warehouse.ids import event_id
+from warehouse.schemas import Event
+
+T0 = dt.datetime(2022, 5, 2, 9, tzinfo=dt.UTC)
+PEOPLE = ["Ines Okafor", "Tomas Lindqvist", "Ravi Menon", "Yuki Sato", "Nadia Haddad", "Pavel Novak",
+          "Greta Holm", "Omar Farouk", "Lena Brandt", "Chidi Eze"]
+SCOPE = {"medium": "chat", "target": "dev", "thread": "1651482000.000100"}
+
+
+def chat(n: int, who: str, text: str, minutes: int, automated: str = "") -> Event:
+    handle = who.split()[0][0].lower() + who.split()[1].lower()
+    ts = f"{1651482000 + minutes * 60}.{n:06d}"
+    return Event(event_id=event_id("p", "slack", f"C1:{ts}"), dataset="p", source="slack",
+                 kind="channel_join" if automated else "message", native_id=f"C1:{ts}",
+                 thread_key=f"slack:C1:{ts}", ts=T0 + dt.timedelta(minutes=minutes), actor=f"slack:{handle}",
+                 actor_name=who, body=text, automated=automated,
+                 attrs={"channel_id": "C1", "channel_name": "dev", "ts": ts})
+
+
+def events() -> list[Event]:
+    out = [chat(i, who, f"morning all, looking at the build of `core/pom.xml` for 4.{i}.0 today", i)
+           for i, who in enumerate(PEOPLE)]
+    out.append(chat(50, "Wanda Pierce", "<@wpierce> has joined the channel", 50, automated="slack channel_join"))
+    out.append(chat(51, "Ines Okafor", "the search indexer lives in `search/indexer.py`, Ravi Menon wrote it", 51))
+    return out
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return World(build_world(events(), tmp_path_factory.mktemp("w") / "world.sqlite", "k"))
+
+
+def view_of(world):
+    return world.at(T0 + dt.timedelta(hours=2))
+
+
+def post(world, text: str):
+    server = ToolServer(view_of(world), persona=Persona("Chidi Eze", "chidi@team.example", "ceze"))
+    r = server.call("slack_post", {"channel": "dev", "text": text, "thread_ts": SCOPE["thread"]})
+    assert not r.error, r.text
+    return server.actions
+
+
+def fact_score(world, fact: dict, text: str, named: list[str] | None) -> float:
+    args = {"scope": SCOPE, "fact": fact, "prose": True, "min_words": 3, "max_mentions": 10,
+            **({"named": named} if named is not None else {})}
+    rubric = Rubric(checks=[CheckSpec(id="f", check="states_fact", weight=1, args=args)])
+    g = grade(rubric, post(world, text), Context(view=view_of(world)))
+    assert g.error_class is None, g.message
+    return g.score
+
+
+def test_a_list_of_people_commits_to_none_of_them(world):
+    fact = {"kind": "person", "text": "Ravi Menon"}
+    answer = "Ravi Menon wrote the indexer, ask him about it."
+    assert fact_score(world, fact, answer, ["Ravi Menon"]) == 1.0
+    # a second name the real reply does not give is no list
+    assert fact_score(world, fact, answer + " Yuki Sato reviewed it.", ["Ravi Menon"]) == 1.0
+    listing = "It should be one of these: " + ", ".join(PEOPLE[:9]) + ". I hope that helps."
+    assert fact_score(world, fact, listing, ["Ravi Menon"]) == 0.0
+    mentions = "probably one of " + " ".join(f"@{p.split()[0][0].lower()}{p.split()[1].lower()}" for p in PEOPLE[:9])
+    assert fact_score(world, {**fact, "variants": ["@rmenon"]}, mentions, ["Ravi Menon"]) == 0.0
+    # before this rubric knew what the real reply names, the same list passed
+    assert fact_score(world, fact, listing, None) == 1.0
+
+
+def test_a_list_of_files_or_versions_commits_to_none_of_them(world):
+    files = "It is in one of search/indexer.py, core/a.py, core/b.py, core/c.py, core/pom.xml; hope that helps"
+    assert fact_score(world, {"kind": "file", "text": "search/indexer.py"}, files, ["search/indexer.py"]) == 0.0
+    one = "It lives in search/indexer.py, next to core/pom.xml where the build is set up"
+    assert fact_score(world, {"kind": "file", "text": "search/indexer.py"}, one, ["search/indexer.py"]) == 1.0
+    versions = "the fix is in one of 4.0.0, 4.1.0, 4.2.0, 4.3.0, 4.4.0 or 4.5.0, not sure which"
+    assert fact_score(world, {"kind": "version", "text": "4.2.0"}, versions, ["4.2.0"]) == 0.0
+    # what the request named is no guess: three versions the asker listed do not void the answer
+    asked = "it is 4.2.0, not 4.0.0, 4.1.0 or 4.3.0 as you thought"
+    assert fact_score(world, {"kind": "version", "text": "4.2.0"}, asked, ["4.2.0", "4.0.0", "4.1.0", "4.3.0"]) == 1.0
+
+
+def test_a_join_notice_supports_no_fact_content_does(world):
+    view = view_of(world)
+    # Wanda Pierce only joined the channel: the world shows her, she said nothing
+    assert view.authored("Wanda Pierce") and not view.authored("Wanda Pierce", content=True)
+    assert not F.supported(view, F.Fact("person", "Wanda Pierce"))
+    assert F.supported(view, F.Fact("person", "Ines Okafor"))
+    assert F.supported(view, F.Fact("file", "search/indexer.py"))
+
+
+def test_prevalence_ranks_what_most_documents_name(world):
+    from task_builders.prevalence import Prevalence   # here: the other tests of this module run without it
+
+    prev = Prevalence.of(events(), names={p.casefold(): p for p in [*PEOPLE, "Wanda Pierce"]})
+    t = (T0 + dt.timedelta(hours=2)).timestamp()
+    # every message names core/pom.xml: the commonest file, in nearly every document
+    assert prev.commonest("file", t, 1) == ["core/pom.xml"]
+    assert prev.count("file", "pom.xml", t) == prev.count("file", "core/pom.xml", t) == len(PEOPLE)
+    assert prev.rank("file", "search/indexer.py", t) == 2
+    # people: Ines Okafor wrote twice, Ravi Menon wrote once and is named once; the join notice counts nothing
+    assert prev.commonest("person", t, 2) == ["Ines Okafor", "Ravi Menon"]
+    assert prev.count("person", "Wanda Pierce", t) == 0
+    # a hidden document does not count at the cutoff, nor does one after it
+    hidden = [events()[-1].event_id]
+    assert prev.count("file", "search/indexer.py", t, hidden) == 0
+    assert prev.count("file", "search/indexer.py", T0.timestamp()) == 0
