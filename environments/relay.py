@@ -25,8 +25,10 @@ import base64
 import contextlib
 import json
 import os
+import signal
 import socket
 import stat
+import subprocess
 import tarfile
 import tempfile
 import threading
@@ -165,6 +167,7 @@ class SocketRelay:
         self.stream, self.target = stream, Path(target)
         self._lock = threading.Lock()
         self._conns: dict[int, socket.socket] = {}
+        self._open_ways: dict[int, set[str]] = {}   # per connection: "in" (the client may send), "out" (the server)
         self._closed = threading.Event()
         self._reader: threading.Thread | None = None
         self.connections = 0
@@ -209,6 +212,7 @@ class SocketRelay:
                 elif kind == EOF:
                     with contextlib.suppress(OSError):
                         conn.shutdown(socket.SHUT_WR)
+                    self._half_closed(ident, "in")
                 elif kind == RESET:
                     self._forget(ident)
         except (OSError, ValueError, SandboxError):
@@ -226,6 +230,7 @@ class SocketRelay:
             self._send(RESET, ident)
             return
         self._conns[ident] = conn
+        self._open_ways[ident] = {"in", "out"}
         self.connections += 1
         threading.Thread(target=self._pump, args=(ident, conn), name="taskmine-relay-conn", daemon=True).start()
 
@@ -240,10 +245,24 @@ class SocketRelay:
                 return
             if not chunk:
                 self._send(EOF, ident)
+                self._half_closed(ident, "out")
                 return
             self._send(DATA, ident, chunk)
 
+    def _half_closed(self, ident: int, way: str) -> None:
+        """One direction of a connection ended; with both, the connection is closed (the relay in the container
+        forgets it likewise), so an episode's hundred tool calls leave no socket open."""
+        with self._lock:
+            ways = self._open_ways.get(ident)
+            if ways is None:
+                return
+            ways.discard(way)
+            done = not ways
+        if done:
+            self._forget(ident)
+
     def _forget(self, ident: int) -> None:
+        self._open_ways.pop(ident, None)
         conn = self._conns.pop(ident, None)
         if conn is not None:
             with contextlib.suppress(OSError):
@@ -279,8 +298,6 @@ class ProcessStream:
     """A local process (e.g. `docker exec -i ...`) as a `Stream`; closing it ends the process."""
 
     def __init__(self, argv: list[str]):
-        import subprocess
-
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, start_new_session=True)
 
@@ -295,9 +312,6 @@ class ProcessStream:
         return os.read(self.proc.stdout.fileno(), n)  # type: ignore[union-attr]
 
     def close(self) -> None:
-        import signal
-        import subprocess
-
         with contextlib.suppress(OSError, ValueError):
             self.proc.stdin.close()  # type: ignore[union-attr]
         try:

@@ -308,6 +308,7 @@ def untar(dest: str, size: int) -> dict:
     """Unpack a tar of `size` bytes from stdin into the folder `dest`: folders, regular files (mode 644, or 755
     when executable) and symlinks only, every name inside `dest`; the input is always read to its end."""
     source = _Exactly(sys.stdin.buffer, size)
+    root = os.path.realpath(dest)
     count, error = 0, ""
     try:
         with tarfile.open(fileobj=source, mode="r|") as tar:
@@ -318,6 +319,9 @@ def untar(dest: str, size: int) -> dict:
                 if name.startswith(("/", "..")) or "/../" in f"/{name}/":
                     raise ValueError(f"{member.name!r} is outside the folder")
                 path = os.path.join(dest, name)
+                parent = os.path.realpath(os.path.dirname(path))
+                if parent != root and not parent.startswith(root + os.sep):
+                    raise ValueError(f"{member.name!r} would be written through a symlink out of the folder")
                 if member.isdir():
                     os.makedirs(path, mode=0o755, exist_ok=True)
                 elif member.isfile():
