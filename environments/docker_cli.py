@@ -115,3 +115,26 @@ def image_id(ref: str, host: str | None = None) -> str | None:
     """The local image ID (`sha256:...`) of `ref`, or None when the daemon has no such image."""
     proc = docker("image", "inspect", "--format", "{{.Id}}", ref, check=False, host=host)
     return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def copy_image(ref: str, source: str | None, target: str | None, timeout: float = 1800) -> None:
+    """Copy the image `ref` from the daemon `source` to the daemon `target` (`docker save | docker load`, streamed:
+    nothing is written to this machine's disk). The image keeps its ID, so what is derived from it (the tags of
+    task and environment images built on top) is the same on both daemons."""
+    save = subprocess.Popen([*docker_argv(source), "save", ref], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, env=_env())
+    try:
+        load = subprocess.run([*docker_argv(target), "load", "-q"], stdin=save.stdout, capture_output=True,
+                              text=True, errors="replace", timeout=timeout, env=_env(), check=False)
+    except subprocess.TimeoutExpired as exc:
+        save.kill()
+        raise SandboxError(f"copying image {ref} to {target or 'the default daemon'} took over {timeout:.0f}s; "
+                           "are both daemons healthy?") from exc
+    finally:
+        save.stdout.close()  # type: ignore[union-attr]
+    err = save.stderr.read().decode("utf-8", "replace") if save.stderr else ""  # type: ignore[union-attr]
+    if save.wait() != 0:
+        raise SandboxError(f"`docker save {ref}` on {source or 'the default daemon'} failed: {last_line(err)}")
+    if load.returncode != 0:
+        raise SandboxError(f"`docker load` of {ref} on {target or 'the default daemon'} failed: "
+                           f"{last_line(load.stderr)}")

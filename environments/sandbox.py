@@ -609,6 +609,12 @@ class Sandbox(ABC):
 
     kind: str
     _swept = False
+    capacity = 1   # sessions it is configured to run at once (a pool: the sum over its hosts)
+
+    def call(self, fn):
+        """`fn(self)`: the work of one task on this sandbox. A pool (environments.pool) runs it on one host's
+        lease and again elsewhere when that host is lost; so callers dispatch the same way to both."""
+        return fn(self)
 
     def sweep_once(self) -> None:
         """Sweep what dead runs left (once per process and backend): see `sweep`."""
@@ -897,17 +903,26 @@ def home_label(home: Path) -> str:
     return hashlib.sha256(str(Path(home).resolve()).encode()).hexdigest()[:16]
 
 
-def get_sandbox(kind: str = "auto", home: Path | None = None) -> Sandbox:
+def get_sandbox(kind: str = "auto", home: Path | None = None, hosts=None) -> Sandbox:
     """The sandbox for `kind`: "docker", "local", "auto" (docker if a daemon answers within ~2 s), or any
     registered backend (`taskmine sandboxes list`). `home` labels the images a Docker sandbox builds, so that
-    home's runs can prune them."""
+    home's runs can prune them. For "docker" and "auto", Docker hosts named in TASKMINE_SANDBOX_HOSTS, else in
+    `hosts` (a dataset's `sandbox_hosts`), make it a pool over those daemons (environments.pool); named hosts
+    of which none answers are an error, never a silent fall back to "local"."""
     from taskmine.registry import registry
 
     if kind == "local":
         return LocalSandbox()
     if kind in ("docker", "auto"):
+        # imported here: environments.pool builds on this module
+        from environments.pool import SandboxPool, hosts_from
+
+        labels = {"taskmine.home": home_label(home)} if home else None
+        specs, _ = hosts_from(hosts)
+        if specs:
+            return SandboxPool(specs, image_labels=labels)
         if daemon_answers(timeout=2.0):
-            return DockerSandbox(image_labels={"taskmine.home": home_label(home)} if home else None)
+            return DockerSandbox(image_labels=labels)
         if kind == "docker":
             raise SandboxError(
                 "sandbox 'docker' requested but no Docker daemon answers; start dockerd "

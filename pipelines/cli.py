@@ -80,6 +80,11 @@ def cmd_run(args) -> int:
     os.environ["TASKMINE_EXPORTS"] = str(exports)
     if args.sandbox:
         os.environ["TASKMINE_SANDBOX"] = args.sandbox
+    from environments.pool import HOSTS_ENV, hosts_from
+
+    if args.sandbox_hosts:
+        os.environ[HOSTS_ENV] = ",".join(args.sandbox_hosts)
+    hosts_from()  # a bad TASKMINE_SANDBOX_HOSTS entry is one line now, not a failed validation later
     from taskmine import flow
 
     names = args.dataset or flow.dataset_folders(exports)
@@ -425,6 +430,9 @@ def parser() -> argparse.ArgumentParser:
                    help="folder with one sub-folder per dataset (Jira, git, mail, Slack or GitHub exports)")
     r.add_argument("--dataset", action="append", help="only this dataset (repeatable)")
     r.add_argument("--sandbox", choices=["auto", "docker", "local"], help="where tasks are replayed (default auto)")
+    r.add_argument("--sandbox-hosts", action="append", metavar="URL*N",
+                   help="a Docker daemon to spread validation over, N sessions at once (repeatable; sets "
+                        "TASKMINE_SANDBOX_HOSTS; e.g. unix:///var/run/docker.sock*2)")
     r.add_argument("--repeats", type=int, default=0, help="oracle/null repeats per task (default: dataset config, 3)")
     r.set_defaults(fn=cmd_run)
 
