@@ -25,6 +25,14 @@ import os
 import time
 from pathlib import Path
 
+from bench.dockerd import private_daemon
+from environments.docker_cli import using
+from environments.pool import HostSpec, SandboxPool
+from environments.sandbox import home_label
+from graders import verifier
+from taskmine import flow
+from warehouse.store import Store
+
 FAMILIES = ("code_change", "email_reply", "chat_answer")
 
 
@@ -41,9 +49,6 @@ def _summary(verdicts) -> dict[str, tuple]:
 
 def _warm(pool, tasks, worlds: Path) -> float:
     """The base image and every code environment of `tasks` on every host of `pool`; seconds it took."""
-    from environments.docker_cli import using
-    from graders import verifier
-
     t0 = time.perf_counter()
     first, *others = pool.live()
     with using(first.url):
@@ -60,12 +65,6 @@ def _warm(pool, tasks, worlds: Path) -> float:
 
 def bench_pool(dataset: str | None, families: tuple[str, ...] = FAMILIES, repeats: int = 1, slots: int = 1,
                second: str | None = None, limit: int = 0) -> int:
-    from bench.dockerd import private_daemon
-    from environments.pool import HostSpec, SandboxPool
-    from environments.sandbox import home_label
-    from taskmine import flow
-    from warehouse.store import Store
-
     store = Store()
     names = [dataset] if dataset else store.datasets("tasks")
     tasks = [t for ds in names for t in store.read("tasks", ds) if t.family in families]

@@ -50,7 +50,7 @@ from pathlib import Path
 
 from environments import relay, supervise
 from environments.docker_cli import SandboxError, docker
-from environments.images import AGENT_UID, HELPER_UID, SUPERVISE_PATH
+from environments.images import AGENT_UID, HELPER_UID, SUPERVISE_PATH, ensure_base_image
 from environments.sandbox import (
     FRAME_LIMIT,
     HOST_GRACE_S,
@@ -439,7 +439,7 @@ class KubernetesSandbox(Sandbox):
         """The namespace's deny-all NetworkPolicy for sandbox pods (created when missing; once per sandbox)."""
         if self._policy:
             return
-        from kubernetes import client
+        from kubernetes import client   # loaded on first use, as in `core`
         from kubernetes.client.rest import ApiException
 
         net = client.NetworkingV1Api(self.core().api_client)
@@ -472,8 +472,6 @@ class KubernetesSandbox(Sandbox):
     @property
     def base_image(self) -> str:
         if self._base is None:
-            from environments.images import ensure_base_image
-
             self._base = self.publish(ensure_base_image())
         return self._base
 

@@ -43,6 +43,7 @@ from typing import TypeVar
 from urllib.parse import urlparse
 
 from environments.docker_cli import SandboxError, copy_image, daemon_answers, image_id, using
+from environments.images import base_tag
 from environments.sandbox import DockerSandbox, DockerSession, HostLost, Mount, Sandbox
 
 __all__ = ["HOSTS_ENV", "HostSpec", "PoolConfigError", "SandboxPool", "hosts_from", "parse_hosts"]
@@ -293,8 +294,6 @@ class SandboxPool(Sandbox):
         there (DockerSandbox.base_image)."""
         if m.seeded:
             return
-        from environments.images import base_tag
-
         ref = os.environ.get("TASKMINE_BASE_IMAGE") or base_tag()
         if image_id(ref, host=m.url) is None and any(image_id(ref, host=o.url) for o in self.live() if o is not m):
             self._ensure_image(m, ref)
@@ -340,16 +339,30 @@ class SandboxPool(Sandbox):
         if held is not None:
             yield held.sandbox
             return
-        m = self._acquire()
+        m = self._ready(self._acquire)
         m.leases += 1
         self._local.member = m
         try:
             with using(m.url):
-                self._seed(m)
                 yield m.sandbox
         finally:
             self._local.member = None
             self._release(m)
+
+    def _ready(self, acquire: Callable[[], Member]) -> Member:
+        """A slot (`acquire`) on a host whose base image is there; a host whose daemon no longer answers when
+        that is checked leaves the pool and another slot is taken."""
+        while True:
+            m = acquire()
+            try:
+                with using(m.url):
+                    self._seed(m)
+                return m
+            except SandboxError:
+                self._release(m)
+                if daemon_answers(timeout=5, host=m.url):
+                    raise
+                self._mark_lost(m, "it stopped answering")
 
     def call(self, fn: Callable[[Sandbox], T]) -> T:
         """`fn(sandbox)` on a lease (see `lease`); run again on another host when its host was lost during it
@@ -379,10 +392,9 @@ class SandboxPool(Sandbox):
         if held is not None:
             return held.sandbox.session(world_dir, deadline_s=deadline_s, image=image, mounts=mounts, env=env)
         have = {m.url for m in self.live() if image is None or image_id(image, host=m.url) is not None}
-        m = self._acquire(prefer=have)
+        m = self._ready(lambda: self._acquire(prefer=have))
         try:
             with using(m.url):
-                self._seed(m)
                 if image is not None:
                     self._ensure_image(m, image)
                 s = m.sandbox.session(world_dir, deadline_s=deadline_s, image=image, mounts=mounts, env=env)

@@ -367,8 +367,13 @@ class DockerSession(Session):
         self.relays: list[relay.SocketRelay] = []
         self._closed = False
         copied = not sandbox.shares_files()
-        docker(*sandbox.container_args(self.name, image, deadline_s, mounts, env, copied=copied), timeout=120,
-               host=self.host)
+        try:
+            docker(*sandbox.container_args(self.name, image, deadline_s, mounts, env, copied=copied), timeout=120,
+                   host=self.host)
+        except SandboxError:
+            self._closed = True
+            self._check_host()      # HostLost when the daemon is gone (a pool runs the task elsewhere)
+            raise
         try:
             docker("start", self.name, timeout=120, host=self.host)
             if copied:   # the daemon cannot see our folders: fill them (and relay the tool socket) through exec

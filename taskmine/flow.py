@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -752,8 +753,6 @@ def each_task(tasks: list[Task], work: Callable, sandbox, parallel: int = 1):
     """(task, `work(box, task)`) for every task, in the order they finish: each on one `sandbox.call`,
     `parallel` at once (at least the sandbox's capacity). One at a time, a task's result is yielded (and stored by
     the caller) before the next task starts."""
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
     parallel = max(parallel, getattr(sandbox, "capacity", 1))
     if parallel <= 1:
         for task in tasks:

@@ -234,6 +234,15 @@ def test_a_session_outside_a_lease_gets_its_image_copied_to_the_free_host(second
 
 
 @pytest.mark.docker
+def test_a_host_gone_before_its_lease_is_left_out_and_the_work_goes_elsewhere(docker_sandbox, tmp_path, capfd):
+    dead = f"unix://{tmp_path}/gone.sock"
+    pool = SandboxPool([HostSpec(dead, 1), HostSpec(DEFAULT, 1)], check=False)   # the dead one comes first
+    assert pool.call(lambda box: box.host) == DEFAULT
+    assert [m.url for m in pool.live()] == [DEFAULT]
+    assert f"host {dead} left the pool: it stopped answering" in capfd.readouterr().err
+
+
+@pytest.mark.docker
 def test_work_whose_host_is_lost_runs_again_on_another_host(docker_sandbox, capfd):
     """A third daemon dies in the middle of a task's session: the session says HostLost (infrastructure), the host
     leaves the pool, and the task runs again on the host that is left."""
