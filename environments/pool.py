@@ -340,7 +340,8 @@ class SandboxPool(Sandbox):
             yield held.sandbox
             return
         m = self._ready(self._acquire)
-        m.leases += 1
+        with self._cond:
+            m.leases += 1
         self._local.member = m
         try:
             with using(m.url):
@@ -401,6 +402,7 @@ class SandboxPool(Sandbox):
         except BaseException:
             self._release(m)
             raise
-        m.sessions += 1
+        with self._cond:
+            m.sessions += 1
         s.on_close.append(lambda _s: self._release(m))
         return s
