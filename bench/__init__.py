@@ -12,7 +12,8 @@ from pathlib import Path
 
 def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False, real: str | None = None,
         show: bool = False, input: str = "sample", exports: str | None = None, dataset: str | None = None,
-        limit: int = 0) -> int:
+        limit: int = 0, families: str | None = None, repeats: int = 1, slots: int = 1,
+        second: str | None = None) -> int:
     if what == "ingest":
         from bench.ingest import bench_ingest
 
@@ -40,4 +41,9 @@ def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False
         from bench.code import bench_code
 
         return bench_code(scale, out, exports, dataset, limit)
-    raise ValueError(f"unknown benchmark {what!r}; choose: ingest, anonymize, embed, worlds, privacy, code")
+    if what == "pool":
+        from bench.pool import FAMILIES, bench_pool
+
+        chosen = tuple(f.strip() for f in families.split(",") if f.strip()) if families else FAMILIES
+        return bench_pool(dataset, chosen, repeats=repeats, slots=slots, second=second, limit=limit)
+    raise ValueError(f"unknown benchmark {what!r}; choose: ingest, anonymize, embed, worlds, privacy, code, pool")

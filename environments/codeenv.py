@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from environments.docker_cli import SandboxError, docker, image_id
+from environments.docker_cli import SandboxError, current_host, docker, image_id, using
 from environments.images import _locked, _normalized, _walk
 from warehouse.ids import content_hash
 
@@ -451,9 +451,13 @@ def prepare(sandbox, spec: EnvSpec, cache: Path,
             progress: Callable[[str], None] = lambda _m: None) -> str | None:
     """Make the environment ready for `sandbox`: its image in Docker (returned), its files on the host for the
     local sandbox (None: sessions use their default)."""
-    if sandbox.kind == "docker":
+    publish = getattr(sandbox, "publish", None)   # a cluster pulls images (environments.kube): push it there
+    if sandbox.kind == "docker" or publish is not None:
         labels = {k: v for k, v in getattr(sandbox, "image_labels", {}).items() if k == "taskmine.home"}
-        return ensure_image(spec, sandbox.base_image, cache, labels, progress)[0]
+        # on the sandbox's daemon (one host of a pool: environments.pool), not the environment's
+        with using(getattr(sandbox, "host", None) or current_host()):
+            tag = ensure_image(spec, sandbox.base_image, cache, labels, progress)[0]
+        return publish(tag) if publish is not None else tag
     install(spec, cache, progress)
     return None
 

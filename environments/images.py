@@ -44,6 +44,9 @@ PACKAGES = ("python3", "git", "ca-certificates")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 REGISTRY_PROBE_URL = "https://registry-1.docker.io/v2/"
 AGENT_UID = 1000
+# The uid that fills read-only folders and runs the tool relay where a host cannot bind-mount this machine's
+# folders (environments.relay): not the agent's, so the agent can neither write those folders nor signal it.
+HELPER_UID = 1001
 SUPERVISE_PATH = "/usr/local/lib/taskmine/supervise"
 IMAGE_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

@@ -129,7 +129,8 @@ def tasks(context: AssetExecutionContext, warehouse: WarehouseResource, exports:
     ds = context.partition_key
     store = warehouse.store()
     client = llm.client()
-    return _result(flow.tasks(store, ds, _config(context, warehouse, exports), sandbox=sandbox.get(home=store.home),
+    config = _config(context, warehouse, exports)
+    return _result(flow.tasks(store, ds, config, sandbox=sandbox.get(home=store.home, hosts=config.sandbox_hosts),
                               llm=client), llm=client.describe())
 
 
@@ -143,11 +144,16 @@ def validations(context: AssetExecutionContext, warehouse: WarehouseResource, ex
     config = _config(context, warehouse, exports)
     repeats = sandbox.repeats or config.repeats
     store = warehouse.store()
-    box = sandbox.get(home=store.home)
+    box = sandbox.get(home=store.home, hosts=config.sandbox_hosts)
     client = llm.client()
+    pool = box.describe() if hasattr(box, "describe") else ""
+    if pool:
+        context.log.info(f"sandbox pool: {pool} ({box.capacity} tasks at once)")
     res = flow.validations(store, ds, box, repeats, progress=context.log.info, llm=client, config=config,
                            parallel=config.validate_parallel)
-    return _result(res, sandbox=box.kind, llm=client.describe(),
+    if pool:
+        context.log.info("dispatched: " + ", ".join(f"{h} {n}" for h, n in box.dispatched().items()))
+    return _result(res, sandbox=box.kind, llm=client.describe(), **({"sandbox_hosts": box.describe()} if pool else {}),
                    funnel=funnel_table(flow.funnel(warehouse.store(), ds)), **difficulty_metadata(res.extra))
 
 

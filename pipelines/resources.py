@@ -42,16 +42,18 @@ class ExportsResource(ConfigurableResource):
 
 
 class SandboxResource(ConfigurableResource):
-    """Where tasks are replayed: `docker` (hardened containers), `local` (fallback) or `auto`."""
+    """Where tasks are replayed: `docker` (hardened containers), `local` (fallback) or `auto`; over several
+    Docker daemons when TASKMINE_SANDBOX_HOSTS or the dataset's `sandbox_hosts` names them (environments.pool)."""
 
     kind: str = ""
     repeats: int = 0
 
-    def get(self, home: Path | None = None):
-        """The sandbox; `home` (the warehouse's) labels the images it builds so its runs can prune them."""
+    def get(self, home: Path | None = None, hosts=None):
+        """The sandbox; `home` (the warehouse's) labels the images it builds so its runs can prune them; `hosts`
+        is the dataset's `sandbox_hosts` (the environment's TASKMINE_SANDBOX_HOSTS wins)."""
         from environments.sandbox import get_sandbox
 
-        return get_sandbox(self.kind or os.environ.get("TASKMINE_SANDBOX", "auto"), home=home)
+        return get_sandbox(self.kind or os.environ.get("TASKMINE_SANDBOX", "auto"), home=home, hosts=hosts)
 
 
 class LLMResource(ConfigurableResource):

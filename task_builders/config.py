@@ -7,6 +7,9 @@ Example:
     link_days = 7               # the commit-link world is the repository this long after the fix
     repeats = 3                 # oracle and null runs per task
     validate_parallel = 1       # tasks validated at once (each episode a sandbox session of its own)
+    sandbox_hosts = ["unix:///var/run/docker.sock*2", "ssh://ci@build-2*4 files=copy"]  # Docker daemons to
+                                #   spread validation over, URL*N = N sessions at once (environments.pool; the
+                                #   environment's TASKMINE_SANDBOX_HOSTS wins when set)
     max_quarantine_rate = 0.2   # the quarantine asset check fails above this share of records
     max_withheld_rate = 0.02    # the anonymized_leaks check fails above this share of records withheld (the
                                 #   leak audit still refused something in them after anonymization)
@@ -79,6 +82,8 @@ class DatasetConfig(BaseModel):
     link_days: float = Field(7.0, ge=0)
     repeats: int = Field(3, ge=1, le=20)
     validate_parallel: int = Field(1, ge=1, le=32)
+    sandbox_hosts: tuple[str | dict, ...] = ()   # environments.pool entries (kept as strings URL*N);
+                                                 #   () = the environment's daemon
     max_quarantine_rate: float = Field(0.2, ge=0, le=1)
     max_withheld_rate: float = Field(0.02, ge=0, le=1)
     history_limit: int = Field(200, ge=0)
@@ -130,6 +135,14 @@ class DatasetConfig(BaseModel):
             raise ValueError("code_test must write its JUnit XML report to $TASKMINE_JUNIT (results are read "
                              "from the runner's report, never from its output)")
         return v
+
+    @field_validator("sandbox_hosts")
+    @classmethod
+    def _hosts(cls, v: tuple) -> tuple[str, ...]:
+        """Checked, and kept as canonical `URL*N [files=...]` strings (the config stays hashable)."""
+        from environments.pool import parse_hosts   # here: the sandbox modules load only when hosts are given
+
+        return tuple(str(h) for h in parse_hosts(list(v), "sandbox_hosts"))
 
     @field_validator("test_after")
     @classmethod

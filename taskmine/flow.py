@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -702,7 +703,6 @@ def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress:
     rows = [v for v in existing if v.task_id in current and v.task_id not in redo]
     if len(rows) != len(existing):
         store.replace("validations", dataset, rows)
-    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     def stored(i: int, task: Task, verdict) -> None:
         rows.extend(verdict.validations)
@@ -711,15 +711,7 @@ def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress:
             progress(f"validated {i}/{len(todo)} {task.family} {task.task_id[:10]}: "
                      f"{'ok' if verdict.valid else verdict.reason}")
 
-    if parallel <= 1:  # one at a time: a task's runs are stored before the next task starts
-        for i, task in enumerate(todo, 1):
-            stored(i, task, replay.validate(task, store.worlds(dataset), sandbox, repeats, llm=llm))
-    else:
-        with ThreadPoolExecutor(max_workers=parallel) as pool:
-            running = {pool.submit(replay.validate, task, store.worlds(dataset), sandbox, repeats, llm=llm): task
-                       for task in todo}
-            for i, done_now in enumerate(as_completed(running), 1):
-                stored(i, running[done_now], done_now.result())
+    validate_tasks(todo, store.worlds(dataset), sandbox, repeats, parallel=parallel, llm=llm, on_verdict=stored)
     verdicts = verdicts_by_task(rows, all_tasks)
     measuring = [t for t in all_tasks
                  if verdicts.get(t.task_id, (False,))[0] and (wanted is None or t.task_id in wanted)]
@@ -742,6 +734,36 @@ def validations(store: Store, dataset: str, sandbox, repeats: int = 3, progress:
                        extra=report)
 
 
+def validate_tasks(tasks: list[Task], worlds: Path, sandbox, repeats: int, *, parallel: int = 1, llm=None,
+                   on_verdict: Callable[[int, Task, replay.Verdict], None] | None = None) -> list[replay.Verdict]:
+    """`replay.validate` of every task, `parallel` at once (at least the sandbox's capacity: a pool of Docker
+    hosts runs as many tasks as it has slots, environments.pool), each task's episodes on one `sandbox.call` (a
+    pool's lease of one host). `on_verdict(i, task, verdict)` runs in this thread, in the order tasks finish."""
+    verdicts = []
+    for i, (task, verdict) in enumerate(each_task(tasks, lambda box, t: replay.validate(t, worlds, box, repeats,
+                                                                                          llm=llm),
+                                                  sandbox, parallel), 1):
+        verdicts.append(verdict)
+        if on_verdict:
+            on_verdict(i, task, verdict)
+    return verdicts
+
+
+def each_task(tasks: list[Task], work: Callable, sandbox, parallel: int = 1):
+    """(task, `work(box, task)`) for every task, in the order they finish: each on one `sandbox.call`,
+    `parallel` at once (at least the sandbox's capacity). One at a time, a task's result is yielded (and stored by
+    the caller) before the next task starts."""
+    parallel = max(parallel, getattr(sandbox, "capacity", 1))
+    if parallel <= 1:
+        for task in tasks:
+            yield task, sandbox.call(lambda box, t=task: work(box, t))
+        return
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        running = {pool.submit(sandbox.call, lambda box, t=task: work(box, t)): task for task in tasks}
+        for done_now in as_completed(running):
+            yield running[done_now], done_now.result()
+
+
 MEASURE_KINDS = ("baseline:", "rollout:")
 
 
@@ -760,8 +782,8 @@ def measure(store: Store, dataset: str, sandbox, rows: list[Validation], tasks: 
         # a task misses a baseline when it has fewer runs than its family has baselines (one added later)
         todo = [t for t in tasks if baselines.applicable(t.family)
                 and have[t.task_id] < len(baselines.BASELINES[t.family])]
-        for i, t in enumerate(todo, 1):
-            new = replay.baseline_runs(t, store.worlds(dataset), sandbox, llm=llm)
+        runs = each_task(todo, lambda box, t: replay.baseline_runs(t, store.worlds(dataset), box, llm=llm), sandbox)
+        for i, (t, new) in enumerate(runs, 1):
             rows = [v for v in rows if not (v.task_id == t.task_id and v.run_kind.startswith("baseline:"))] + new
             store.replace("validations", dataset, rows)
             counts["baseline_runs_now"] += len(new)
@@ -774,7 +796,8 @@ def measure(store: Store, dataset: str, sandbox, rows: list[Validation], tasks: 
         for t in tasks:
             done = {v.attempt for v in rows if v.task_id == t.task_id and v.run_kind == kind and kept(v)}
             for attempt in (a for a in range(n) if a not in done):
-                v, _ = agent.rollout(t, store.worlds(dataset), sandbox, llm, attempt=attempt)
+                v, _ = sandbox.call(lambda box, t=t, a=attempt: agent.rollout(t, store.worlds(dataset), box, llm,
+                                                                              attempt=a))
                 rows = [r for r in rows if not (r.task_id == t.task_id and r.run_kind == kind
                                                  and r.attempt == attempt)] + [v]
                 store.replace("validations", dataset, rows)

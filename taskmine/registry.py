@@ -148,4 +148,4 @@ def _make() -> None:
     REGISTRIES["check"] = Registry("check", "checks", (
         "graders.checks", "graders.communication", "graders.code_checks",
     ))
-    REGISTRIES["sandbox"] = Registry("sandbox", "sandboxes", ("environments.sandbox",))
+    REGISTRIES["sandbox"] = Registry("sandbox", "sandboxes", ("environments.sandbox", "environments.kube"))
