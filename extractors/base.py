@@ -43,6 +43,9 @@ class Extractor(ABC):
     source: ClassVar[str] = ""            # Event.source, e.g. "jira"
     medium: ClassVar[str] = ""            # Event.medium, one of warehouse.schemas.MEDIA: what mining reads it as
     directory: ClassVar[bool] = False     # its accounts are a directory's (one per person: Jira, Slack users)
+    # what a person's handle ("<source>:<value>") holds once anonymized: their pseudonym's user name, or (git:
+    # an author is an e-mail address, and the rewritten history's authors are pseudonymous addresses) e-mail
+    handle_value: ClassVar[str] = "username"
     patterns: ClassVar[tuple[str, ...]] = ()  # glob patterns of the files it reads (for `detect`)
     Config: ClassVar[type[ExtractorConfig]] = ExtractorConfig
 
