@@ -293,7 +293,8 @@ class CodeChange(Family):
         if eco == "python":   # PASS_TO_PASS also over the test modules that import what the fix changes
             run = sorted(set(run) | set(importing_tests(path, c.parent, c.fix, code)))
         if eco == "node" and not self.settings(ctx).test:
-            return self.reject(ctx, c.item, "a Node project needs a test command in taskmine.toml ([families.code_change] test)",
+            return self.reject(ctx, c.item, "a Node project needs a test command in taskmine.toml "
+                                            "([families.code_change] test)",
                                "the command that runs $TASKMINE_TESTS and writes JUnit XML to $TASKMINE_JUNIT")
         cutoff = _commit_time(path, c.fix) - dt.timedelta(seconds=1)
         if c.issues and min(i.ts for i in c.issues) > cutoff:

@@ -4,11 +4,11 @@ Invariants:
 - The world's repositories are the dataset's anonymized histories without issue keys in commit messages
   (task_builders.world), so the answer cannot be found with `git log --grep KEY`; the reference is the
   fixing commit's SHA in that history.
-- The cutoff is `last fix + days_after_fix` ([families.commit_link]); the repository at the cutoff holds the fix (a draft whose fix is
-  not reachable then is rejected). Documents of the world that name the fixing commit by its SHA (a CI
-  bot's push notice, "fixed in 1a2b3c4") are withheld from the task's world, and their number recorded
-  (`withheld`); the hidden-facts check then proves the SHA (any 7-digit prefix) is nowhere else the agent
-  can read at the cutoff.
+- The cutoff is `last fix + days_after_fix` ([families.commit_link]); the repository at the cutoff holds
+  the fix (a draft whose fix is not reachable then is rejected). Documents of the world that name the fixing
+  commit by its SHA (a CI bot's push notice, "fixed in 1a2b3c4") are withheld from the task's world, and their
+  number recorded (`withheld`); the hidden-facts check then proves the SHA (any 7-digit prefix) is nowhere else
+  the agent can read at the cutoff.
 - The answer must take work: a fix whose files are named after the issue key (`git log --name-only | grep
   KEY` finds it), or whose subject repeats the issue summary (`git log --grep` on the summary finds it), is
   rejected with that reason.
