@@ -1,8 +1,12 @@
 """Work items: the units of real work in the joined history (anonymized events only).
 
-Kinds (one item per request, the item id a hash of (dataset, kind, request's native id)):
-- `issue`: a Jira/GitHub issue with its comments and field changes, its fixing commits, and every mail
-  and chat message that mentions it (by key or URL, from the `links` table) as context;
+A family says which work items it wants (`Family.kinds`): the stage mines the kinds the dataset's enabled families
+want, each once, and a family with a kind of its own mines it itself (`Family.mine`, given `Mining`). No kind is
+mined because it exists. The built-in kinds (`MINERS`; one item per request, the item id a hash of (dataset,
+kind, request's native id)):
+- `issue`: a tracker's issue with its comments and field changes, its fixing commits (the commits whose messages
+  name its key, whatever tracker it is in), and every mail and chat message that mentions it (by key or URL,
+  from the `links` table) as context;
 - `email_reply`: an e-mail that asked for something and the first reply that answered it (another
   person, not automated, adding text beyond the quote, within `answer_window_hours`); the thread's
   earlier messages are its context. A reply is found by its In-Reply-To/References; when it has none (or
@@ -12,7 +16,7 @@ Kinds (one item per request, the item id a hash of (dataset, kind, request's nat
   else (`attrs.reply_found_by`: headers | quote | subject). "Someone else" is a person, not an address:
   the anonymized handles carry one username per person of the identity graph, so a reply from another
   address of the asker is the asker's;
-- `chat_answer`: a Slack question (thread parent or channel message) and its answer by someone else:
+- `chat_answer`: a chat question (thread parent or channel message) and its answer by someone else:
   the first thread reply within the window, else the first channel message within `channel_answer_hours`
   that mentions the asker, or the very next message by someone else within 20 minutes that is not a
   question itself; the `context_messages` before the question are context;
@@ -470,7 +474,7 @@ class Mining:
 
     def resolutions(self) -> list[WorkItem]:
         window = dt.timedelta(hours=self.config.resolution_window_hours)
-        self.fixes  # noqa: B018  (linking commits records its rejections, in the order `issues` would)
+        _ = self.fixes   # linking commits records its rejections first, as when `issues` ran before
         items = []
         for key, issue in sorted(self.issue_events.items()):
             if issue.withheld:
