@@ -9,8 +9,9 @@ Invariants (DESIGN.md, Conventions 4-5):
   is found through the `taskmine.extractors` entry point group (the built-ins are the project's own entry
   points, in its pyproject.toml). The registry stores names, never functions.
 - Source-specific knowledge ends here (DESIGN.md, Convention 16): a connector says what its source is to the
-  company with class attributes (`medium`, `directory`, `handle_value`) and normalizes each record's fields
-  (`automated`, `attrs.new_text`, references in native ids); later stages never test a source name.
+  company with class attributes (`medium`, `directory`, `handle_value`, `reference_attrs`) and normalizes each
+  record's fields (`automated`, `attrs.new_text`, references in native ids); later stages never test a source
+  name.
 - Extractors never import dagster and never write to the warehouse.
 """
 
@@ -50,6 +51,8 @@ class Extractor(ABC):
     # what a person's handle ("<source>:<value>") holds once anonymized: their pseudonym's user name, or (git:
     # an author is an e-mail address, and the rewritten history's authors are pseudonymous addresses) e-mail
     handle_value: ClassVar[str] = "username"
+    # attrs whose values name other records (URLs, commit SHAs, keys) apart from the text: links reads them too
+    reference_attrs: ClassVar[tuple[str, ...]] = ()
     patterns: ClassVar[tuple[str, ...]] = ()  # glob patterns of the files it reads (for `detect`)
     Config: ClassVar[type[ExtractorConfig]] = ExtractorConfig
 

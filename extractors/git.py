@@ -236,9 +236,9 @@ def _line_counts(patch: bytes, n: int, complete: bool) -> list[tuple[int | None,
 
 @register_extractor("git")
 class GitExtractor(Extractor):
-    handle_value = "email"   # an author is an e-mail address (see author_handle)
     """Commits of a git repository (work tree or bare) -> one `commit` event each, with its patch."""
 
+    handle_value = "email"   # an author is an e-mail address (see author_handle)
     source: ClassVar[str] = "git"
     medium: ClassVar[str] = "code"
     patterns: ClassVar[tuple[str, ...]] = ()

@@ -51,12 +51,23 @@ class CommitIndex:
         return self.event_of[hits[0]] if len(hits) == 1 else None
 
 
-def _texts(ev: Event) -> Iterator[str]:
+def reference_attrs() -> dict[str, tuple[str, ...]]:
+    """Per source: the attrs its extractor says name other records (`Extractor.reference_attrs`)."""
+    from extractors.base import registry
+
+    out: dict[str, set[str]] = {}
+    for reg in registry().values():
+        out.setdefault(reg.cls.source, set()).update(reg.cls.reference_attrs)
+    return {source: tuple(sorted(keys)) for source, keys in out.items()}
+
+
+def _texts(ev: Event, refs: dict[str, tuple[str, ...]]) -> Iterator[str]:
     for value in (ev.title, ev.body):
         if value:
             yield value
-    # Structured fields that carry references (Slack links, GitHub commit ids) count as mentions too.
-    for key in ("links", "commit_id"):
+    # Structured fields that carry references (the links of a chat message, the commit a review names) count as
+    # mentions too: which ones, its extractor says.
+    for key in refs.get(ev.source, ()):
         value: Any = ev.attrs.get(key)
         if isinstance(value, str):
             yield value
@@ -71,6 +82,7 @@ def find_links(events: Iterable[Event]) -> list[Link]:
     commits = CommitIndex({e.native_id.lower(): e.event_id for e in events if e.kind == "commit"})
     mails = {e.native_id: e.event_id for e in events if e.kind == "email"}
     out: dict[str, Link] = {}
+    refs = reference_attrs()
 
     def add(ev: Event, target: str | None, kind: str, text: str) -> None:
         if target and target != ev.event_id:
@@ -79,7 +91,7 @@ def find_links(events: Iterable[Event]) -> list[Link]:
                                          to_event_id=target, kind=kind, evidence=text[:200]))
 
     for ev in events:
-        for text in _texts(ev):
+        for text in _texts(ev, refs):
             for m in JIRA_URL.finditer(text):
                 add(ev, issues.get(m.group(1)), "issue_url", m.group(0))
             for m in GITHUB_URL.finditer(text):
