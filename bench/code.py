@@ -84,8 +84,10 @@ def _bench(work: Path, scale: int, exports: str | None, dataset: str | None, lim
         write_sample(work / "exports", seed=1, scale=scale, dataset=DATASET)
         ds_dir, name = work / "exports" / DATASET, DATASET
     base = load_config(ds_dir)
+    tables = {**base.family_tables, "code_change": {**base.family_tables.get("code_change", {}),
+                                                    "max_candidates": limit}}
     config = DatasetConfig(**{**base.model_dump(), "ner_model": "", "families": ("code_change",),
-                              "code_max_candidates": limit})
+                              "family_tables": tables})
     store = Store(work / "home")
     sandbox = get_sandbox("docker", home=store.home)
     print(f"input: {ds_dir} ({'limit ' + str(limit) if limit else 'every'} candidate), sandbox docker", flush=True)

@@ -47,7 +47,7 @@ from environments.images import _locked, _normalized, _walk
 from warehouse.ids import content_hash
 
 # The interpreter of the sandbox's base image (Debian bookworm's python3). Another version needs another
-# base image: `code_python` in taskmine.toml is checked against this.
+# base image: `python` of [families.code_change] in taskmine.toml is checked against this.
 IMAGE_PYTHON = "3.11"
 SITE_DIR = f"/usr/local/lib/python{IMAGE_PYTHON}/dist-packages"   # first on Debian's sys.path
 RUNNER_DIR = "/usr/lib/python3/dist-packages"                      # after it: a project's own pytest wins
@@ -85,7 +85,7 @@ def detect(paths: Iterable[str], read: Callable[[str], bytes | None], prefer: st
            requirement_files: Iterable[str] = ()) -> Detected:
     """The ecosystem of a repository whose files are `paths` (read through `read`). When both kinds of
     markers are present, `prefer` (the ecosystem of the files a change touched) decides. `requirement_files`
-    (taskmine.toml `code_requirements`) are read too when the repository has them."""
+    (taskmine.toml `[families.code_change] requirements`) are read too when the repository has them."""
     paths = set(paths)
     root = {p for p in paths if "/" not in p}
     py = [m for m in PY_MARKERS if m in root] + sorted(p for p in root if re.match(r"requirements.*\.txt$", p))
@@ -254,8 +254,8 @@ class EnvSpec:
 
     ecosystem: str
     requirements: tuple[str, ...] = ()
-    install: tuple[str, ...] = ()      # extra arguments for the installer (taskmine.toml `code_install`)
-    test_command: str = ""             # taskmine.toml `code_test` ("" = pytest with a JUnit report)
+    install: tuple[str, ...] = ()      # extra arguments for the installer ([families.code_change] install)
+    test_command: str = ""             # [families.code_change] test ("" = pytest with a JUnit report)
     python: str = IMAGE_PYTHON
     manifest: dict[str, str] = field(default_factory=dict)  # node: package.json (+ lock) as text
 
@@ -546,8 +546,8 @@ def plugins(root: Path) -> list[str]:
 def test_command(spec: EnvSpec, files: list[str], report: str, *, extra_paths: list[str] = (),
                  plugin_names: list[str] = (), per_test_s: int = TEST_TIMEOUT_S) -> str:
     """The shell command (run in the repository) that runs the test `files` and writes a JUnit XML report
-    to `report`. A dataset's own command (`code_test`) gets the report path as $TASKMINE_JUNIT and the files
-    as $TASKMINE_TESTS."""
+    to `report`. A dataset's own command (`[families.code_change] test`) gets the report path as $TASKMINE_JUNIT
+    and the files as $TASKMINE_TESTS."""
     import shlex
 
     quoted = " ".join(shlex.quote(f) for f in files)

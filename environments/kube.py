@@ -509,12 +509,3 @@ class KubernetesSandbox(Sandbox):
                 raise SandboxError(f"world directory {world_dir} does not exist")
             mounts = (Mount(Path(world_dir), "/world"), *mounts)
         return KubeSession(self, self.publish(image) if image else self.base_image, deadline_s, mounts, env)
-
-
-def _register() -> None:
-    from taskmine.registry import registry
-
-    registry("sandbox").add("kubernetes", KubernetesSandbox, "builtin:environments.kube")
-
-
-_register()

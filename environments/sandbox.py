@@ -894,19 +894,6 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _register() -> None:
-    """The built-in sandbox backends (kind "sandbox" of taskmine.registry); third parties add theirs, e.g. a
-    Kubernetes backend, through the `taskmine.sandboxes` entry point group."""
-    from taskmine.registry import registry
-
-    reg = registry("sandbox")
-    reg.add("docker", DockerSandbox, "builtin:environments.sandbox")
-    reg.add("local", LocalSandbox, "builtin:environments.sandbox")
-
-
-_register()
-
-
 def home_label(home: Path) -> str:
     """The `taskmine.home` label of the images built for one TASKMINE_HOME (what `prune` may remove)."""
     return hashlib.sha256(str(Path(home).resolve()).encode()).hexdigest()[:16]

@@ -40,7 +40,12 @@ from warehouse.schemas import Event
 WORLD_VERSION = 4   # 3: documents say whether a machine wrote them (`automated`); 4: a ticket's references
 UTC = dt.UTC
 
-# What each event kind is in the world. A new connector whose events use these kinds is served as is.
+# What an event is in the world, from its medium (the extractor's normalization, Event.medium): every mail event is
+# a message of a mailbox, every chat event a message of a channel (a new chat connector is served as is, whatever
+# its kinds), commits are read from the repositories; a tracker's events are an issue, a comment on one or a
+# change of one field by their kind, in the normalized vocabulary the tracker connectors share (other tracker
+# events, e.g. a timeline's cross-references, are no document). An event without a medium (built by hand) is
+# placed by the same vocabulary and the kinds `email` and `message`.
 ISSUE_KINDS = {"issue_created", "pr_created"}
 COMMENT_KINDS = {"comment"}
 # a ticket's history: its field changes, and the commits and other tickets that referenced it (a tracker's
@@ -48,9 +53,9 @@ COMMENT_KINDS = {"comment"}
 # readers as they happened; such a change's text is the commit or ticket it names, so search finds it
 REFERENCE_KINDS = {"referenced", "cross_reference"}
 CHANGE_KINDS = {"field_changed", *REFERENCE_KINDS}
-MAIL_KINDS = {"email"}
-CHAT_KINDS = {"message", "bot_message", "channel_join", "channel_leave", "channel_topic", "channel_purpose",
-              "file_share", "thread_broadcast"}
+_TRACKER = {**dict.fromkeys(ISSUE_KINDS, "issue"), **dict.fromkeys(COMMENT_KINDS, "comment"),
+            **dict.fromkeys(CHANGE_KINDS, "change")}
+_WITHOUT_MEDIUM = {**_TRACKER, "email": "mail", "message": "chat"}
 
 # Issue-tracker field semantics (Jira REST v2 and GitHub REST attribute names, as the extractors store them).
 EXPORT_TIME_FIELDS = {"updated", "updated_at", "comment_total", "changelog_total", "comments", "reactions",
@@ -99,12 +104,13 @@ CREATE TEMP TABLE staging(n INTEGER PRIMARY KEY, sort TEXT, row TEXT);
 """
 
 
-def _cls(kind: str) -> str | None:
-    for cls, kinds in (("issue", ISSUE_KINDS), ("comment", COMMENT_KINDS), ("change", CHANGE_KINDS),
-                       ("mail", MAIL_KINDS), ("chat", CHAT_KINDS)):
-        if kind in kinds:
-            return cls
-    return None
+def _cls(e: Event) -> str | None:
+    """What `e` is in the world (see ISSUE_KINDS): issue, comment, change, mail, chat, or None (no document)."""
+    if e.medium in ("mail", "chat"):
+        return e.medium
+    if e.medium == "tracker":
+        return _TRACKER.get(e.kind)
+    return None if e.medium else _WITHOUT_MEDIUM.get(e.kind)
 
 
 def _epoch(ts: dt.datetime) -> float:
@@ -169,7 +175,7 @@ def build_world(events: Iterable[Event], dest: Path, key: str, sha_map: dict[str
         con.executescript(SCHEMA)
         seen: set[str] = set()
         _stage(con, (_doc_row(e, cls, translate) for e in events
-                     if (cls := _cls(e.kind)) is not None and not (e.event_id in seen or seen.add(e.event_id))))
+                     if (cls := _cls(e)) is not None and not (e.event_id in seen or seen.add(e.event_id))))
         _write(con)
         con.execute("INSERT INTO meta VALUES ('key', ?)", (key,))
         con.execute("INSERT INTO meta VALUES ('version', ?)", (str(WORLD_VERSION),))

@@ -23,7 +23,7 @@ EXAMPLES = """examples:
   taskmine audit --dataset acme
   taskmine query "select family, count(*) from tasks group by 1"   # DuckDB on the warehouse
   taskmine extractors list
-  taskmine extractors new zendesk_json      # scaffold a connector + fixture + contract test
+  taskmine extractors new zendesk_json      # scaffold a connector + contract test + entry point
   taskmine extractors check ~/exports/acme
   taskmine families list                    # task families; also: checks list, sandboxes list
   taskmine serve --published .taskmine/published/acme --task 3f2a   # one task's tools over MCP (stdio)
@@ -244,8 +244,9 @@ def cmd_extractors(args) -> int:
             raise UserError(str(exc)) from None
         for p in written:
             print(f"wrote {p}")
-        print(f"next: uv run pytest tests/extractors/test_{args.path}_extractor.py   (green already), then edit "
-              f"extractors/{args.path}.py for the real format; see CONTRIBUTING.md")
+        print(f"next: uv run pytest tests/extractors/test_{args.path}_extractor.py   (green already: `uv run` installs "
+              f"the new entry point of pyproject.toml), then edit extractors/{args.path}.py for the real format; see "
+              "CONTRIBUTING.md")
         return 0
     if not args.path:
         raise UserError("extractors check needs a PATH: the folder of one dataset's export, or one export file "

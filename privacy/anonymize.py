@@ -58,7 +58,7 @@ from typing import Any
 
 from privacy import pii, routing
 from privacy.fastscrub import SEP, TermMatcher, norm, term_pattern
-from privacy.identity import Person, fold, is_bot, persons
+from privacy.identity import Person, fold, handle_values, is_bot, persons
 from privacy.names import (LowerCounts, Vocabulary, accept_person, frequency_rank, full_forms,
                            handle_forms, is_english, name_keys, name_parts, name_use, nicknames, ordinary_account,
                            person_words, place_after, strong_cue)
@@ -1090,6 +1090,7 @@ class Anonymizer:
                                 last=[x[2] for p in self.people for n in p.names if (x := name_parts(n))])
         self.scrub = Scrubber(self.people, vault, message_ids, places, allow, self.outsiders, self.vocab, lists, orgs)
         self.person_of = {i.handle: canonical.get(i.person_id, i.person_id) for i in identities}
+        self.handle_values = handle_values()   # per source, what an anonymized handle holds (the extractor says)
         self.people_verdicts: dict[bytes, list[tuple[int, int]]] = {}  # the last pass's people, per paragraph
 
     def pseudonym(self, handle: str | None) -> Pseudonym | None:
@@ -1103,7 +1104,7 @@ class Anonymizer:
         if q is None:
             return self.scrub(handle)
         source = handle.split(":", 1)[0]
-        return f"{source}:{q.email if source == 'git' else q.username}"
+        return f"{source}:{q.email if self.handle_values.get(source) == 'email' else q.username}"
 
     def person(self, p: dict[str, Any]) -> dict[str, Any]:
         q = self.pseudonym(p.get("handle"))
@@ -1269,9 +1270,11 @@ class Anonymizer:
         return _rewrap(value, new) + (tail.group(0) if tail and len(words) else "")
 
     def git_identity(self, name: str, email: str) -> tuple[str, str]:
-        """Map a git author/committer to the pseudonym of the person behind it."""
-        handle = f"git:{email.lower()}" if email else f"git:name:{name}"
-        q = self.pseudonym(handle)
+        """Map a git author/committer to the pseudonym of the person behind it (its handle as the git connector
+        writes it)."""
+        from extractors.git import author_handle
+
+        q = self.pseudonym(author_handle(email, name))
         if q:
             return q.full_name, q.email
         return (self.scrub(name) or "unknown"), (self.scrub(email) or "")

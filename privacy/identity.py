@@ -31,6 +31,14 @@ def directory_sources() -> set[str]:
     return {reg.cls.source for reg in registry().values() if reg.cls.directory}
 
 
+def handle_values() -> dict[str, str]:
+    """Per source: what its handles hold once anonymized, "username" or "email", as its extractor declares
+    (`Extractor.handle_value`); a source no extractor declares keeps user names."""
+    from extractors.base import registry
+
+    return {reg.cls.source: reg.cls.handle_value for reg in registry().values()}
+
+
 def fold(text: str | None) -> str:
     """Case- and accent-folded, whitespace-collapsed form used to compare names."""
     if not text:

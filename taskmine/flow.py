@@ -781,7 +781,7 @@ def measure(store: Store, dataset: str, sandbox, rows: list[Validation], tasks: 
         have = Counter(v.task_id for v in rows if v.run_kind.startswith("baseline:") and kept(v))
         # a task misses a baseline when it has fewer runs than its family has baselines (one added later)
         todo = [t for t in tasks if baselines.applicable(t.family)
-                and have[t.task_id] < len(baselines.BASELINES[t.family])]
+                and have[t.task_id] < len(baselines.of(t.family))]
         runs = each_task(todo, lambda box, t: replay.baseline_runs(t, store.worlds(dataset), box, llm=llm), sandbox)
         for i, (t, new) in enumerate(runs, 1):
             rows = [v for v in rows if not (v.task_id == t.task_id and v.run_kind.startswith("baseline:"))] + new

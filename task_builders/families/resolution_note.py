@@ -13,6 +13,7 @@ import datetime as dt
 import re
 
 from environments import actions as A
+from graders.baselines import nearest_resolution
 from graders.rubric import CheckSpec
 from task_builders.families import READ_TOOLS, BuildContext, register_family
 from task_builders import facts as F
@@ -96,6 +97,7 @@ class ResolutionNote(Communication):
 
     kinds = ("resolution",)
     tools = (*READ_TOOLS, "jira_update", "jira_comment")
+    baselines = (nearest_resolution,)
     medium = "ticket"
 
     def exchange(self, ctx: BuildContext, item: WorkItem, tools: Tools) -> Exchange | Rejection:
