@@ -13,13 +13,15 @@ from bench.anonymize import bench_anonymize
 from bench.code import bench_code
 from bench.embed import bench_embed
 from bench.ingest import bench_ingest
+from bench.pool import FAMILIES, bench_pool
 from bench.privacy import bench_privacy
 from bench.worlds import bench_worlds
 
 
 def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False, real: str | None = None,
         show: bool = False, input: str = "sample", exports: str | None = None, dataset: str | None = None,
-        limit: int = 0) -> int:
+        limit: int = 0, families: str | None = None, repeats: int = 1, slots: int = 1,
+        second: str | None = None) -> int:
     if what == "ingest":
         if out:
             return bench_ingest(Path(out), scale, memory)
@@ -35,4 +37,7 @@ def run(what: str, scale: int = 50, out: str | None = None, memory: bool = False
         return bench_privacy(real, show)
     if what == "code":
         return bench_code(scale, out, exports, dataset, limit)
-    raise ValueError(f"unknown benchmark {what!r}; choose: ingest, anonymize, embed, worlds, privacy, code")
+    if what == "pool":
+        chosen = tuple(f.strip() for f in families.split(",") if f.strip()) if families else FAMILIES
+        return bench_pool(dataset, chosen, repeats=repeats, slots=slots, second=second, limit=limit)
+    raise ValueError(f"unknown benchmark {what!r}; choose: ingest, anonymize, embed, worlds, privacy, code, pool")

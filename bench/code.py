@@ -33,7 +33,7 @@ from core.config import DatasetConfig, load_config
 from environments import codeenv
 from environments.docker_cli import docker, image_id
 from environments.gitworld import pack_view
-from environments.sandbox import get_sandbox
+from environments.backends import get_sandbox
 from sample.company import write_sample
 from taskmine import flow
 from warehouse.store import Store
@@ -82,8 +82,10 @@ def _bench(work: Path, scale: int, exports: str | None, dataset: str | None, lim
         write_sample(work / "exports", seed=1, scale=scale, dataset=DATASET)
         ds_dir, name = work / "exports" / DATASET, DATASET
     base = load_config(ds_dir)
+    tables = {**base.family_tables, "code_change": {**base.family_tables.get("code_change", {}),
+                                                    "max_candidates": limit}}
     config = DatasetConfig(**{**base.model_dump(), "ner_model": "", "families": ("code_change",),
-                              "code_max_candidates": limit})
+                              "family_tables": tables})
     store = Store(work / "home")
     sandbox = get_sandbox("docker", home=store.home)
     print(f"input: {ds_dir} ({'limit ' + str(limit) if limit else 'every'} candidate), sandbox docker", flush=True)

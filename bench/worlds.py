@@ -38,7 +38,7 @@ from core.config import DatasetConfig
 from environments.episode import Episode
 from environments.gitworld import Branches, refs_at
 from environments.images import build_task_image
-from environments.sandbox import get_sandbox
+from environments.backends import get_sandbox
 from environments.tools import ToolServer, ToolSocket
 from environments.world import World
 from sample.company import write_sample

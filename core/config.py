@@ -3,10 +3,11 @@
 Example:
 
     families = ["ticket_triage", "commit_link"]   # default: every registered family (`taskmine families list`)
-    triage_window_days = 3      # changes this soon after filing count as triage
-    link_days = 7               # the commit-link world is the repository this long after the fix
     repeats = 3                 # oracle and null runs per task
     validate_parallel = 1       # tasks validated at once (each episode a sandbox session of its own)
+    sandbox_hosts = ["unix:///var/run/docker.sock*2", "ssh://ci@build-2*4 files=copy"]  # Docker daemons to
+                                #   spread validation over, URL*N = N sessions at once (environments.pool; the
+                                #   environment's TASKMINE_SANDBOX_HOSTS wins when set)
     max_quarantine_rate = 0.2   # the quarantine asset check fails above this share of records
     max_withheld_rate = 0.02    # the anonymized_leaks check fails above this share of records withheld (the
                                 #   leak audit still refused something in them after anonymization)
@@ -21,23 +22,12 @@ Example:
     cluster_method = "agglomerative"  # or "hdbscan" (families of work items)
     cluster_distance = 0.5      # cosine distance at which the agglomerative tree is cut
     test_after = ""             # ISO date: every item after it is test (time split), on top of split_by
-    code_python = "3.11"        # code_change: the tests' interpreter (the sandbox image has Debian's 3.11)
-    code_install = ["hypothesis<7"]  # code_change: more to install for the tests (PyPI specifiers / npm packages)
-    code_requirements = ["requirements/test.txt"]  # code_change: the repository's own files of requirements
-    code_test = ""              # code_change: test command; runs $TASKMINE_TESTS, writes JUnit XML to
-                                #   $TASKMINE_JUNIT ("" = pytest, which also runs unittest tests)
-    code_timeout_s = 300        # code_change: one run of the touched test modules
-    code_repeats = 3            # code_change: runs before and after the fix that decide FAIL_TO_PASS
-    code_ticketless = true      # code_change: also fixing commits without a ticket ("Fix #974: ...")
-    code_max_candidates = 0     # code_change: measure at most this many candidates (0: all; tickets first,
-                                #   then fixing commits without one, newest first)
-    code_parallel = 2           # code_change: candidates measured at once (a sandbox session each)
     probe_max = 0.5             # a probe (task_builders.probes) must score under this, or the task is rejected
     probe_max_by = {"ticket_triage:as_filed" = 0.75}  # per "family:probe", "probe" or "family" (most specific
                                 #   wins; default {}: the family's own, code_change 0.01, else probe_max)
     alternative_min = 0.99      # a valid alternative (task_builders.alternatives) scoring under this is a measured
                                 #   grader false negative (recorded, never a reason to reject)
-    baselines = true            # validations: run the retrieval baselines (graders.baselines) on valid tasks
+    baselines = true            # validations: run the retrieval baselines (each family's `baselines`) on valid tasks
     rollouts = 0                # validations: model-agent rollouts per valid task (only when a model is
                                 #   configured in the llm resource; 0 = none)
     band_min = 0.02             # with rollouts: publish only tasks whose pass rate is in [band_min, band_max];
@@ -46,24 +36,39 @@ Example:
     license = "Apache-2.0"      # the published dataset's licence (default "other"), in the card's YAML
     source_licenses = {git = "MIT", email = "Apache-2.0"}   # per source, in the card's provenance table
 
-Invariant: an unknown key or a wrong type is a one-line error naming the file, the key and the fix.
+    [families.ticket_triage]    # a family's own settings: its `Config` model (`taskmine families list`)
+    window_days = 3             #   changes this soon after filing count as triage
+    [families.commit_link]
+    days_after_fix = 7          #   the world is the repository this long after the fix
+    [families.code_change]      #   see task_builders/families/code_change.py, CodeChangeConfig
+    test = ""                   #   test command; runs $TASKMINE_TESTS, writes JUnit XML to $TASKMINE_JUNIT
+    install = ["hypothesis<7"]  #   more to install for the tests (PyPI specifiers / npm packages)
+
+With family tables, the list of families to build moves into the table too: `[families]` `enabled = [...]`
+(a top-level `families = [...]` array and `[families.<name>]` tables cannot both be written in TOML).
+The flat keys of earlier versions (`triage_window_days`, `link_days`, `code_test`, `code_timeout_s`, ...) are
+still read, each into its family's table (a family's `Config.legacy` names them); a key set both ways is an error.
+
+Invariant: an unknown key or a wrong type is a one-line error naming the file, the key and the fix; a family's
+table is validated by the family's own model, so a family adds settings without touching this module.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import json
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
+from core.hosts import parse_hosts
 from core.registry import registry
 
 CONFIG_NAME = "taskmine.toml"
-# The interpreter of the sandbox's base image (Debian bookworm's python3). Another version needs another
-# base image: `code_python` is checked against this (environments.codeenv builds with it).
-IMAGE_PYTHON = "3.11"
 
 
 def known_families() -> tuple[str, ...]:
@@ -74,14 +79,28 @@ class ConfigError(ValueError):
     pass
 
 
+class FamilyConfig(BaseModel):
+    """A family's settings, the `[families.<name>]` table of taskmine.toml: a family subclasses it as its
+    `Config` (task_builders.families.Family) and reads it with `self.settings(ctx)`. Unknown keys are an error.
+    `legacy` maps top-level keys of earlier versions to its fields (still read)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    legacy: ClassVar[dict[str, str]] = {}
+
+
+def _error(text: str) -> PydanticCustomError:
+    """A validation error whose message is `text` as written (pydantic prefixes a plain ValueError's)."""
+    return PydanticCustomError("taskmine_config", "{text}", {"text": text})
+
+
 class DatasetConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     families: tuple[str, ...] | None = None  # None: every registered family
-    triage_window_days: float = Field(3.0, gt=0)
-    link_days: float = Field(7.0, ge=0)
     repeats: int = Field(3, ge=1, le=20)
     validate_parallel: int = Field(1, ge=1, le=32)
+    sandbox_hosts: tuple[str | dict, ...] = ()   # environments.pool entries (kept as strings URL*N);
+                                                 #   () = the environment's daemon
     max_quarantine_rate: float = Field(0.2, ge=0, le=1)
     max_withheld_rate: float = Field(0.02, ge=0, le=1)
     history_limit: int = Field(200, ge=0)
@@ -97,15 +116,6 @@ class DatasetConfig(BaseModel):
     cluster_method: Literal["agglomerative", "hdbscan"] = "agglomerative"
     cluster_distance: float = Field(0.5, gt=0, lt=2)
     test_after: str = ""
-    code_python: str = ""
-    code_install: tuple[str, ...] = ()
-    code_requirements: tuple[str, ...] = ()
-    code_test: str = ""
-    code_timeout_s: float = Field(300.0, gt=0, le=3600)
-    code_repeats: int = Field(3, ge=1, le=10)
-    code_ticketless: bool = True
-    code_max_candidates: int = Field(0, ge=0)
-    code_parallel: int = Field(2, ge=1, le=32)
     probe_max: float = Field(0.5, gt=0, le=1)
     probe_max_by: dict[str, float] = Field(default_factory=dict)
     alternative_min: float = Field(0.99, gt=0, le=1)
@@ -115,22 +125,59 @@ class DatasetConfig(BaseModel):
     band_max: float = Field(0.7, ge=0, le=1)
     license: str = "other"              # the published dataset's licence (an SPDX id; the card's YAML `license`)
     source_licenses: dict[str, str] = {}  # per source (jira, git, email, slack, github): its licence, for the card
+    # the [families.<name>] tables, each validated by its family's Config (as JSON; `family(name)` gives the model)
+    family_tables: dict[str, dict[str, Any]] = {}
 
-    @field_validator("code_python")
+    @model_validator(mode="before")
     @classmethod
-    def _python(cls, v: str) -> str:
-        if v and v != IMAGE_PYTHON:
-            raise ValueError(f"code_python {v!r}: the sandbox image has Python {IMAGE_PYTHON} only (Debian "
-                             f"bookworm); set \"{IMAGE_PYTHON}\" or remove the key")
-        return v
+    def _families_tables(cls, data: Any) -> Any:
+        """`families` as a list (the families to build) or a table (`enabled` and one table per family); the flat
+        keys of earlier versions moved into their family's table; every table validated by its family's model."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        tables: dict[str, dict] = {k: dict(v) for k, v in (data.pop("family_tables", None) or {}).items()}
+        fams = data.get("families")
+        if isinstance(fams, dict):
+            fams = dict(fams)
+            data["families"] = fams.pop("enabled", None)
+            for name, table in fams.items():
+                if not isinstance(table, dict):
+                    raise _error(f"families.{name}: a family's settings are a table ([families.{name}]); the "
+                                 f"families to build are `enabled = [...]` under [families]")
+                tables.setdefault(name, {}).update(table)
+        if not tables and not any(k not in cls.model_fields for k in data):
+            return data          # nothing of a family's: no need to load them
+        known = {name: r.obj.Config for name, r in registry("family").all().items()}
+        written: dict[tuple[str, str], str] = {}     # (family, field) -> the legacy key it was written as
+        for name, model in known.items():
+            for old, new in model.legacy.items():
+                if old in data:
+                    table = tables.setdefault(name, {})
+                    if new in table:
+                        raise _error(f"{old} and families.{name}.{new} are both set: keep families.{name}.{new}")
+                    table[new] = data.pop(old)
+                    written[(name, new)] = old
+        out = {}
+        for name, table in sorted(tables.items()):
+            if name not in known:
+                raise _error(f"families.{name}: no family named {name!r}; known: {', '.join(known)}")
+            try:
+                out[name] = known[name].model_validate(table).model_dump(mode="json")
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                field = ".".join(str(x) for x in err["loc"])
+                where = written.get((name, field)) or f"families.{name}.{field}"
+                msg = err["msg"].removeprefix("Value error, ")
+                raise _error(f"{where}: {msg}") from None
+        data["family_tables"] = out
+        return data
 
-    @field_validator("code_test")
+    @field_validator("sandbox_hosts")
     @classmethod
-    def _test(cls, v: str) -> str:
-        if v and "TASKMINE_JUNIT" not in v:
-            raise ValueError("code_test must write its JUnit XML report to $TASKMINE_JUNIT (results are read "
-                             "from the runner's report, never from its output)")
-        return v
+    def _hosts(cls, v: tuple) -> tuple[str, ...]:
+        """Checked, and kept as canonical `URL*N [files=...]` strings (the config stays hashable)."""
+        return tuple(str(h) for h in parse_hosts(list(v), "sandbox_hosts"))
 
     @field_validator("test_after")
     @classmethod
@@ -158,6 +205,15 @@ class DatasetConfig(BaseModel):
         """The families this dataset builds: the configured ones, else every registered one."""
         return self.families if self.families is not None else known_families()
 
+    def family(self, name: str) -> FamilyConfig:
+        """The settings of family `name`: its `[families.<name>]` table, or its defaults."""
+        return _family_settings(name, json.dumps(self.family_tables.get(name, {}), sort_keys=True))
+
+
+@functools.lru_cache(maxsize=256)
+def _family_settings(name: str, table: str) -> FamilyConfig:
+    return registry("family").get(name).obj.Config.model_validate(json.loads(table))
+
 
 def load_config(dataset_dir: Path | None) -> DatasetConfig:
     path = dataset_dir / CONFIG_NAME if dataset_dir else None
@@ -170,5 +226,7 @@ def load_config(dataset_dir: Path | None) -> DatasetConfig:
         raise ConfigError(f"{path}: not valid TOML ({exc}); fix the syntax or delete the file") from None
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(x) for x in err["loc"]) or "file"
-        raise ConfigError(f"{path}: {where}: {err['msg']}; see `taskmine run --help` for the keys") from None
+        where = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"{path}: {where + ': ' if where else ''}{msg}; see `taskmine run --help` for the keys "
+                          f"and `taskmine families list` for the families' tables") from None

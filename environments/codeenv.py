@@ -44,11 +44,13 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from core.config import IMAGE_PYTHON  # the base image's interpreter: a dataset's code_python is checked against it
-from environments.docker_cli import SandboxError, docker, image_id
+from environments.docker_cli import SandboxError, current_host, docker, image_id, using
 from environments.images import _locked, _normalized, _walk, stale_images
 from warehouse.ids import content_hash
 
+# The interpreter of the sandbox's base image (Debian bookworm's python3). Another version needs another
+# base image: `python` of [families.code_change] in taskmine.toml is checked against this.
+IMAGE_PYTHON = "3.11"
 SITE_DIR = f"/usr/local/lib/python{IMAGE_PYTHON}/dist-packages"   # first on Debian's sys.path
 RUNNER_DIR = "/usr/lib/python3/dist-packages"                      # after it: a project's own pytest wins
 NODE_DIR = "/opt/taskmine/node"                                     # node_modules of a Node project
@@ -85,7 +87,7 @@ def detect(paths: Iterable[str], read: Callable[[str], bytes | None], prefer: st
            requirement_files: Iterable[str] = ()) -> Detected:
     """The ecosystem of a repository whose files are `paths` (read through `read`). When both kinds of
     markers are present, `prefer` (the ecosystem of the files a change touched) decides. `requirement_files`
-    (taskmine.toml `code_requirements`) are read too when the repository has them."""
+    (taskmine.toml `[families.code_change] requirements`) are read too when the repository has them."""
     paths = set(paths)
     root = {p for p in paths if "/" not in p}
     py = [m for m in PY_MARKERS if m in root] + sorted(p for p in root if re.match(r"requirements.*\.txt$", p))
@@ -252,8 +254,8 @@ class EnvSpec:
 
     ecosystem: str
     requirements: tuple[str, ...] = ()
-    install: tuple[str, ...] = ()      # extra arguments for the installer (taskmine.toml `code_install`)
-    test_command: str = ""             # taskmine.toml `code_test` ("" = pytest with a JUnit report)
+    install: tuple[str, ...] = ()      # extra arguments for the installer ([families.code_change] install)
+    test_command: str = ""             # [families.code_change] test ("" = pytest with a JUnit report)
     python: str = IMAGE_PYTHON
     manifest: dict[str, str] = field(default_factory=dict)  # node: package.json (+ lock) as text
 
@@ -450,9 +452,13 @@ def prepare(sandbox, spec: EnvSpec, cache: Path,
             progress: Callable[[str], None] = lambda _m: None) -> str | None:
     """Make the environment ready for `sandbox`: its image in Docker (returned), its files on the host for the
     local sandbox (None: sessions use their default)."""
-    if sandbox.kind == "docker":
+    publish = getattr(sandbox, "publish", None)   # a cluster pulls images (environments.kube): push it there
+    if sandbox.kind == "docker" or publish is not None:
         labels = {k: v for k, v in getattr(sandbox, "image_labels", {}).items() if k == "taskmine.home"}
-        return ensure_image(spec, sandbox.base_image, cache, labels, progress)[0]
+        # on the sandbox's daemon (one host of a pool: environments.pool), not the environment's
+        with using(getattr(sandbox, "host", None) or current_host()):
+            tag = ensure_image(spec, sandbox.base_image, cache, labels, progress)[0]
+        return publish(tag) if publish is not None else tag
     install(spec, cache, progress)
     return None
 
@@ -539,8 +545,8 @@ def plugins(root: Path) -> list[str]:
 def test_command(spec: EnvSpec, files: list[str], report: str, *, extra_paths: list[str] = (),
                  plugin_names: list[str] = (), per_test_s: int = TEST_TIMEOUT_S) -> str:
     """The shell command (run in the repository) that runs the test `files` and writes a JUnit XML report
-    to `report`. A dataset's own command (`code_test`) gets the report path as $TASKMINE_JUNIT and the files
-    as $TASKMINE_TESTS."""
+    to `report`. A dataset's own command (`[families.code_change] test`) gets the report path as $TASKMINE_JUNIT
+    and the files as $TASKMINE_TESTS."""
     quoted = " ".join(shlex.quote(f) for f in files)
     env = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTEST_ADDOPTS= PYTEST_PLUGINS="
     if spec.test_command:

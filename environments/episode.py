@@ -3,7 +3,9 @@
 It starts the task's tool server on the host (the world at the task's cutoff, without its hidden events, the
 persona the agent acts as), serves it on a Unix socket in a fresh folder, packs the task's git view there (its
 repositories as they stood at the cutoff, environments.gitworld), opens a sandbox session that sees the socket
-at /run/company and the view at /world/git (both read-only), and makes the agent's repositories in its home.
+at /run/company and the view at /world/git (both read-only: bind-mounted, or on a host that cannot see this
+machine's files the view copied in and the socket relayed, environments.relay), and makes the agent's
+repositories in its home.
 Closing it ends the session and the server; the action log stays
 readable on the episode (`actions`) for the grader, which the agent never reaches.
 
@@ -111,7 +113,7 @@ class Episode:
         self._rundir = Path(tempfile.mkdtemp(prefix="taskmine-tools-", dir=socket_root()))
         (self._rundir / "owner").write_text(owner_tag() + "\n")
         self._socket = ToolSocket(self.tools, self._rundir / "s").start()
-        mounts = [Mount(self._socket.folder, "/run/company")]
+        mounts = [Mount(self._socket.folder, "/run/company", relay=True)]
         if self.world.refs:
             folder = pack_view(self._rundir / "git", self._repositories())
             mounts.append(Mount(folder, GIT_TARGET))

@@ -18,6 +18,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import fcntl
 import hashlib
 import io
@@ -44,6 +45,9 @@ PACKAGES = ("python3", "git", "ca-certificates")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 REGISTRY_PROBE_URL = "https://registry-1.docker.io/v2/"
 AGENT_UID = 1000
+# The uid that fills read-only folders and runs the tool relay where a host cannot bind-mount this machine's
+# folders (environments.relay): not the agent's, so the agent can neither write those folders nor signal it.
+HELPER_UID = 1001
 SUPERVISE_PATH = "/usr/local/lib/taskmine/supervise"
 IMAGE_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -430,17 +434,34 @@ def stale_images(repository: str, home_label: str, label: str, keep: set[str]) -
     return stale
 
 
+BASE_GRACE_S = 86400   # an earlier recipe of the base is kept this long after it was built
+
+
 def prune_task_images(home_label: str, keep_world_ids: set[str]) -> list[str]:
     """Remove the task images built for `home_label` (the `taskmine.home` label) that no current task uses:
     their world is not in `keep_world_ids`, or they sit on a base image that is no longer the current one.
+    Earlier recipes of the base go too, once nothing sits on them and BASE_GRACE_S after they were built: the
+    Docker daemon may serve another checkout or version of taskmine whose current base that recipe is, running
+    now (a base built an hour ago is someone's), and removing it would fail every task of that run.
     Images a container still uses are left (docker refuses). Returns the tags removed."""
     stale = stale_images("taskmine-task", home_label, "taskmine.world_id", keep_world_ids)
-    if not os.environ.get("TASKMINE_BASE_IMAGE"):  # earlier recipes of the base, once nothing sits on them
+    if not os.environ.get("TASKMINE_BASE_IMAGE"):
         bases = docker("images", "taskmine-base", "--format", "{{.Repository}}:{{.Tag}}", check=False, timeout=60)
-        stale += [t for t in bases.stdout.split() if t != base_tag()] if bases.returncode == 0 else []
+        old = [t for t in bases.stdout.split() if t != base_tag()] if bases.returncode == 0 else []
+        stale += [t for t in old if _age_s(t) > BASE_GRACE_S]
     for i in range(0, len(stale), 50):
         docker("rmi", *stale[i:i + 50], check=False, timeout=300)
     return [tag for tag in stale if image_id(tag) is None]
+
+
+def _age_s(ref: str) -> float:
+    """Seconds since the image `ref` was created (0 when the daemon cannot tell: kept)."""
+    proc = docker("image", "inspect", "--format", "{{.Created}}", ref, check=False, timeout=60)
+    try:   # RFC 3339 with nanoseconds: "2024-05-01T06:45:12.123456789Z"
+        created = dt.datetime.fromisoformat(proc.stdout.strip()[:19]).replace(tzinfo=dt.UTC)
+    except ValueError:
+        return 0.0
+    return (dt.datetime.now(dt.UTC) - created).total_seconds()
 
 
 def main() -> int:

@@ -49,13 +49,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+from urllib.parse import urlparse
 
-from core.registry import registry
-from environments import supervise
+from environments import relay, supervise
 from environments.codeenv import prune_env_images
-from environments.docker_cli import SandboxError, daemon_answers, docker, image_id
+from environments.docker_cli import SandboxError, daemon_answers, daemon_info, docker, docker_argv, image_id, using
 from environments.images import (
     AGENT_UID,
+    HELPER_UID,
     SUPERVISE_PATH,
     build_task_image,
     ensure_base_image,
@@ -72,7 +73,6 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "Session",
-    "get_sandbox",
     "sweep",
 ]
 
@@ -119,10 +119,13 @@ def status_line(exit_code: int | None, sig: int | None, timed_out: bool, oom_kil
 @dataclass(frozen=True)
 class Mount:
     """A host folder the session sees, read-only, at `target` (Docker: a read-only bind mount; local: the
-    host path itself, through `Session.path_of`)."""
+    host path itself, through `Session.path_of`; a host that cannot see this machine's files: a copy the
+    agent cannot write, environments.relay). `relay`: the folder holds Unix sockets the session must reach
+    (the tool server's); where it cannot be bind-mounted, each socket is relayed over the exec stream."""
 
     source: Path
     target: str
+    relay: bool = False
 
 
 @dataclass(frozen=True)
@@ -270,9 +273,10 @@ def owner_alive(tag: str) -> bool | None:
     return _start_time(int(pid)) == start and start != ""
 
 
-def sweep(now: float | None = None) -> dict[str, int]:
+def sweep(now: float | None = None, host: str | None = None) -> dict[str, int]:
     """Remove what dead runs left: labelled containers whose owner is gone (or whose deadline passed long
-    ago, whoever owns them) and local temp roots whose owner is gone. Returns counts."""
+    ago, whoever owns them) on the daemon `host` (None: the environment's), and local temp roots whose owner
+    is gone. Returns counts."""
     now = time.time() if now is None else now
     removed = {"containers": 0, "temp_dirs": 0}
     roots = dict.fromkeys([Path(tempfile.gettempdir()), Path("/tmp"), Path("/dev/shm")])
@@ -290,7 +294,7 @@ def sweep(now: float | None = None) -> dict[str, int]:
     try:
         proc = docker("ps", "-a", "--filter", f"label={LABEL}=1", "--format",
                       '{{.Names}}\t{{.Label "taskmine.owner"}}\t{{.Label "taskmine.deadline"}}',
-                      timeout=30, check=False)
+                      timeout=30, check=False, host=host)
     except SandboxError:
         return removed
     dead = []
@@ -301,7 +305,7 @@ def sweep(now: float | None = None) -> dict[str, int]:
         if alive is False or expired:
             dead.append(name)
     if dead:
-        docker("rm", "--force", *dead, timeout=120, check=False)
+        docker("rm", "--force", *dead, timeout=120, check=False, host=host)
         removed["containers"] = len(dead)
     return removed
 
@@ -347,32 +351,67 @@ class Session(ABC):
         self.close()
 
 
+class HostLost(SandboxError):
+    """The daemon a session ran on stopped answering: infrastructure (a pool retries the task elsewhere)."""
+
+
 class DockerSession(Session):
     kind = "docker"
 
     def __init__(self, sandbox: DockerSandbox, image: str, digest: str | None, deadline_s: float,
                  mounts: tuple[Mount, ...] = (), env: dict[str, str] | None = None):
         self.sandbox, self.image, self.image_digest = sandbox, image, digest
+        self.host = sandbox.host
         self.name = f"taskmine-{uuid.uuid4().hex}"
         self.deadline = time.time() + deadline_s
+        self.on_close: list = []          # callables run once when the session ends (a pool frees its slot)
+        self.relays: list[relay.SocketRelay] = []
         self._closed = False
-        docker(*sandbox.container_args(self.name, image, deadline_s, mounts, env), timeout=120)
+        copied = not sandbox.shares_files()
         try:
-            docker("start", self.name, timeout=120)
+            docker(*sandbox.container_args(self.name, image, deadline_s, mounts, env, copied=copied), timeout=120,
+                   host=self.host)
+        except SandboxError:
+            self._closed = True
+            self._check_host()      # HostLost when the daemon is gone (a pool runs the task elsewhere)
+            raise
+        try:
+            docker("start", self.name, timeout=120, host=self.host)
+            if copied:   # the daemon cannot see our folders: fill them (and relay the tool socket) through exec
+                for m in sorted(mounts, key=lambda m: m.target.count("/")):
+                    if m.relay:
+                        self.relays += relay.relay_sockets(self._helper, Path(m.source), m.target)
+                    else:
+                        relay.copy_in(self._helper, Path(m.source), m.target)
         except SandboxError:
             self.close()
+            self._check_host()
             raise
+
+    def _helper(self, argv: list[str]) -> relay.ProcessStream:
+        """The supervisor run as the helper uid (not the agent's) with stdin and stdout as a stream."""
+        return relay.ProcessStream([*docker_argv(self.host), "exec", "-i", "--user", f"{HELPER_UID}:{HELPER_UID}",
+                                    self.name, "python3", "-I", SUPERVISE_PATH, *argv])
 
     def _exec_argv(self, *argv: str, env: dict[str, str] | None = None, stdin: bool = False) -> list[str]:
         envs = [part for k, v in (env or {}).items() for part in ("--env", f"{k}={v}")]
-        return ["docker", "exec", *(["-i"] if stdin else []), "--workdir", "/home/agent", *envs, self.name,
-                "python3", "-I", SUPERVISE_PATH, *argv]
+        return [*docker_argv(self.host), "exec", *(["-i"] if stdin else []), "--workdir", "/home/agent", *envs,
+                self.name, "python3", "-I", SUPERVISE_PATH, *argv]
+
+    def _check_host(self) -> None:
+        """Raise HostLost (and tell the sandbox) when the daemon no longer answers: what just failed was the
+        host's doing, not the command's."""
+        if not daemon_answers(timeout=10, host=self.host):
+            self.sandbox.host_lost(self)
+            raise HostLost(f"the Docker daemon {self.host or 'of this machine'} stopped answering during "
+                           f"session {self.name}; the run is infrastructure, not a score")
 
     def _call(self, argv: list[str], timeout_s: float, stdin: bytes | None = None) -> tuple[dict | None, str]:
         left = self.deadline - time.time()
         code, out, err = _communicate(argv, min(timeout_s, max(left, 1)) + HOST_GRACE_S, stdin=stdin)
         if code is None:  # the supervisor in the container did not end it: the container is unhealthy
             self.close()
+            self._check_host()
             raise SandboxError(f"`docker exec` in {self.name} did not return within {timeout_s + HOST_GRACE_S:.0f}s;"
                                " the container was removed")
         return _frame(out), err
@@ -390,7 +429,9 @@ class DockerSession(Session):
                                                 env=extra),
                                 timeout_s)
         if frame is None:
-            state = _container_state(self.name)
+            state = _container_state(self.name, self.host)
+            if not state:
+                self._check_host()
             if not state.get("Running"):
                 why = "the container ended during the command" + (" (OOM-killed)" if state.get("OOMKilled") else "")
                 if left <= timeout_s:
@@ -403,6 +444,7 @@ class DockerSession(Session):
     def read_file(self, path: str, limit: int = supervise.READ_LIMIT) -> bytes:
         frame, err = self._call(self._exec_argv("read", "--limit", str(limit), path), 60)
         if frame is None or not isinstance(frame.get("data"), str):
+            self._check_host()
             raise SandboxError(f"could not read {path} in {self.name}: {err.strip()[-200:] or 'no result'}")
         if frame.get("error"):
             raise SandboxError(f"{path} {frame['error']}")
@@ -412,13 +454,23 @@ class DockerSession(Session):
         frame, err = self._call(self._exec_argv("write", "--mode", f"{mode:o}", "--limit", str(len(data)), path,
                                                 stdin=True), 60, stdin=data)
         if frame is None or frame.get("ok") is not True:
+            if frame is None:
+                self._check_host()
             why = (frame or {}).get("error") or err.strip()[-200:] or "no result"
             raise SandboxError(f"could not write {path} in {self.name}: {why}")
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            docker("rm", "--force", self.name, timeout=60, check=False)
+            for r in self.relays:
+                r.close()
+            try:
+                docker("rm", "--force", self.name, timeout=60, check=False, host=self.host)
+            except SandboxError:
+                pass   # the daemon is gone or slow: the next sweep of this host removes the container
+            finally:
+                for callback in self.on_close:
+                    callback(self)
 
 
 class LocalSession(Session):
@@ -563,6 +615,12 @@ class Sandbox(ABC):
 
     kind: str
     _swept = False
+    capacity = 1   # sessions it is configured to run at once (a pool: the sum over its hosts)
+
+    def call(self, fn):
+        """`fn(self)`: the work of one task on this sandbox. A pool (environments.pool) runs it on one host's
+        lease and again elsewhere when that host is lost; so callers dispatch the same way to both."""
+        return fn(self)
 
     def sweep_once(self) -> None:
         """Sweep what dead runs left (once per process and backend): see `sweep`."""
@@ -598,9 +656,17 @@ class Sandbox(ABC):
         )  # fmt: skip
 
 
+FILES = ("auto", "bind", "copy")
+
+
 class DockerSandbox(Sandbox):
     """The real sandbox: a hardened container per session on the base image (or a task's environment image), the
-    world mounted read-only (see the module docstring)."""
+    world mounted read-only (see the module docstring).
+
+    `host` is the daemon (a DOCKER_HOST URL; None: the environment's). `files` says how sessions see this
+    machine's folders: "bind" (read-only bind mounts: the daemon runs on this machine), "copy" (copied in and the
+    tool socket relayed through exec, environments.relay: a daemon elsewhere), "auto" (bind when the daemon
+    shares this machine's files: `shares_files`)."""
 
     kind = "docker"
 
@@ -608,22 +674,53 @@ class DockerSandbox(Sandbox):
         self,
         base_image: str | None = None,
         *,
+        host: str | None = None,
+        files: str = "auto",
         memory: str = "1g",
         cpus: float = 1.0,
         pids_limit: int = 256,
         tmpfs_size: str = "256m",
         image_labels: dict[str, str] | None = None,
     ):
+        if files not in FILES:
+            raise ValueError(f"files={files!r}: use one of {', '.join(FILES)}")
         self._base = base_image
+        self._ours = False       # the base was chosen here (ensure_base_image), not given
+        self.host, self.files = host, files
         self.limits = {"memory": memory, "cpus": cpus, "pids_limit": pids_limit, "tmpfs_size": tmpfs_size}
         self.image_labels = dict(image_labels or {})
         self._images: dict[str, tuple[str, str]] = {}
+        self._shares: bool | None = {"bind": True, "copy": False}.get(files)
+        self.on_lost = None   # called with the session that found the daemon gone (a pool sets it)
 
     @property
     def base_image(self) -> str:
-        if self._base is None:
-            self._base = ensure_base_image()
+        """The base image, built when missing, and checked again at every use when this sandbox chose it: a base
+        that vanished during a run (`docker image prune -a`, another taskmine on the same daemon) is built again
+        (from the cached root filesystem: under a minute) instead of failing every later task as infra."""
+        with using(self.host):
+            if self._base is None or (self._ours and image_id(self._base, host=self.host) is None):
+                self._base, self._ours = ensure_base_image(), True
         return self._base
+
+    def shares_files(self) -> bool:
+        """Whether the daemon sees this machine's folders (so a bind mount works): its URL is a Unix socket
+        (or a loopback address) of this machine and it reports this machine's host name. Asked once."""
+        if self._shares is None:
+            self._shares = daemon_is_local(self.host)
+        return self._shares
+
+    def host_lost(self, session: DockerSession) -> None:
+        """A session found the daemon gone (a pool takes the host out of rotation)."""
+        if self.on_lost is not None:
+            self.on_lost(self, session)
+
+    def sweep_once(self) -> None:
+        """Sweep what dead runs left on this sandbox's daemon (once per process and daemon): see `sweep`."""
+        key = ("docker", self.host)
+        if key not in _SWEPT:
+            _SWEPT.add(key)
+            sweep(host=self.host)
 
     def prepare(self, world_dir: Path, world_id: str | None = None) -> str:
         return self._image(world_dir, world_id)[0]
@@ -633,14 +730,24 @@ class DockerSandbox(Sandbox):
         key = world_hash(Path(world_dir))
         if key not in self._images:
             labels = {**self.image_labels, **({"taskmine.world_id": world_id} if world_id else {})}
-            self._images[key] = build_task_image(self.base_image, Path(world_dir), world_digest=key, labels=labels)
+            with using(self.host):
+                self._images[key] = build_task_image(self.base_image, Path(world_dir), world_digest=key,
+                                                     labels=labels)
         return self._images[key]
 
     def container_args(self, name: str, image: str, deadline_s: float, mounts: tuple[Mount, ...] = (),
-                       env: dict[str, str] | None = None) -> list[str]:
-        """The `docker create` arguments; every hardening flag lives here (and tests read it)."""
+                       env: dict[str, str] | None = None, *, copied: bool = False) -> list[str]:
+        """The `docker create` arguments; every hardening flag lives here (and tests read it). `copied`: the
+        mounts are folders the helper uid fills through exec (a tmpfs it owns, read-only to the agent), not
+        bind mounts."""
         lim = self.limits
         tmpfs = f"rw,nosuid,nodev,size={lim['tmpfs_size']}"
+        if copied:
+            views = [("--tmpfs", f"{m.target}:rw,nosuid,nodev,size={_copy_size(m)},mode=0755,uid={HELPER_UID},"
+                                 f"gid={HELPER_UID}") for m in mounts]
+        else:   # read-only views of host folders (the world's files, git packs, the tool server's socket folder)
+            views = [("--mount", f"type=bind,source={Path(m.source).resolve()},target={m.target},readonly")
+                     for m in mounts]
         options = [
             ("--name", name),
             ("--label", f"{LABEL}=1"),
@@ -662,8 +769,7 @@ class DockerSandbox(Sandbox):
             ("--workdir", "/home/agent"),
             ("--env", "TASKMINE_WORLD=/world"),
             *(("--env", f"{k}={v}") for k, v in _check_env(env).items()),
-            # read-only views of host folders (the world's files, git packs, the tool server's socket folder)
-            *(("--mount", f"type=bind,source={Path(m.source).resolve()},target={m.target},readonly") for m in mounts),
+            *views,
         ]
         args = ["create", "--rm", "--read-only", *(part for option in options for part in option)]
         return [*args, "--entrypoint", "python3", image, "-I", SUPERVISE_PATH, "init", "--deadline",
@@ -672,7 +778,10 @@ class DockerSandbox(Sandbox):
     def prune(self, keep_world_ids: set[str]) -> list[str]:
         """Task images whose world, and environment images (environments.codeenv) whose key, is not kept."""
         home = self.image_labels.get("taskmine.home")
-        return prune_task_images(home, keep_world_ids) + prune_env_images(home, keep_world_ids) if home else []
+        if not home:
+            return []
+        with using(self.host):
+            return prune_task_images(home, keep_world_ids) + prune_env_images(home, keep_world_ids)
 
     def session(self, world_dir: Path | None = None, *, deadline_s: float = 600, image: str | None = None,
                 mounts: tuple[Mount, ...] = (), env: dict[str, str] | None = None) -> DockerSession:
@@ -682,11 +791,44 @@ class DockerSandbox(Sandbox):
                 raise SandboxError(f"world directory {world_dir} does not exist")
             mounts = (Mount(Path(world_dir), "/world"), *mounts)
         image = image or self.base_image
-        return DockerSession(self, image, image_id(image), deadline_s, mounts, env)
+        return DockerSession(self, image, image_id(image, host=self.host), deadline_s, mounts, env)
 
 
-def _container_state(name: str) -> dict:
-    proc = docker("inspect", "--format", "{{json .State}}", name, check=False)
+_SWEPT: set[tuple[str, str | None]] = set()   # (backend, daemon) swept by this process
+
+
+def _copy_size(m: Mount) -> str:
+    """The size of the tmpfs a copied mount gets: its files and a margin (a socket folder: a little)."""
+    if m.relay:
+        return "1m"
+    return f"{(relay.tree_bytes(Path(m.source)) * 5 // 4 >> 20) + 16}m"
+
+
+def daemon_is_local(host: str | None) -> bool:
+    """Whether the daemon at `host` (None: the environment's) runs on this machine and sees its files: reached
+    over a Unix socket that exists here (or a loopback TCP address), and reporting this machine's host name (a
+    daemon in another machine, VM or container reports its own)."""
+    url = host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    parsed = urlparse(url)
+    if parsed.scheme == "unix":
+        near = Path(parsed.path).exists()
+    elif parsed.scheme in ("tcp", "http", "https"):
+        near = (parsed.hostname or "") in ("localhost", "127.0.0.1", "::1")
+    else:
+        near = False
+    if not near:
+        return False
+    try:
+        return daemon_info(host).get("name") == socket.gethostname()
+    except SandboxError:
+        return False
+
+
+def _container_state(name: str, host: str | None = None) -> dict:
+    try:
+        proc = docker("inspect", "--format", "{{json .State}}", name, check=False, host=host)
+    except SandboxError:
+        return {}
     try:
         return json.loads(proc.stdout) if proc.returncode == 0 else {}
     except ValueError:
@@ -749,38 +891,6 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _register() -> None:
-    """The built-in sandbox backends (kind "sandbox" of core.registry); third parties add theirs, e.g. a
-    Kubernetes backend, through the `taskmine.sandboxes` entry point group."""
-    reg = registry("sandbox")
-    reg.add("docker", DockerSandbox, "builtin:environments.sandbox")
-    reg.add("local", LocalSandbox, "builtin:environments.sandbox")
-
-
-_register()
-
-
 def home_label(home: Path) -> str:
     """The `taskmine.home` label of the images built for one TASKMINE_HOME (what `prune` may remove)."""
     return hashlib.sha256(str(Path(home).resolve()).encode()).hexdigest()[:16]
-
-
-def get_sandbox(kind: str = "auto", home: Path | None = None) -> Sandbox:
-    """The sandbox for `kind`: "docker", "local", "auto" (docker if a daemon answers within ~2 s), or any
-    registered backend (`taskmine sandboxes list`). `home` labels the images a Docker sandbox builds, so that
-    home's runs can prune them."""
-    if kind == "local":
-        return LocalSandbox()
-    if kind in ("docker", "auto"):
-        if daemon_answers(timeout=2.0):
-            return DockerSandbox(image_labels={"taskmine.home": home_label(home)} if home else None)
-        if kind == "docker":
-            raise SandboxError(
-                "sandbox 'docker' requested but no Docker daemon answers; start dockerd "
-                "(scripts/ci-docker.sh) or use sandbox 'local'"
-            )
-        return LocalSandbox()
-    known = registry("sandbox").all()
-    if kind in known:
-        return known[kind].obj()
-    raise ValueError(f"unknown sandbox kind {kind!r}; use 'auto' or one of: {', '.join(known)}")

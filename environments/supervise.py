@@ -9,6 +9,10 @@ standalone script: python3 standard library only, no taskmine imports.
                                                 one command (`sh -c COMMAND`) with its own deadline
     supervise read --limit BYTES PATH           a file's bytes (regular files only), bounded
     supervise write --mode OCTAL PATH           stdin into PATH (created or replaced), bounded
+    supervise write --size N --mode OCTAL PATH  exactly N bytes of stdin into PATH (no end of input needed)
+    supervise untar --size N DEST               a tar of exactly N bytes on stdin, unpacked into DEST
+    supervise relay --listen PATH               a Unix socket at PATH whose connections are carried over
+                                                stdin/stdout to the host (see `relay`)
 
 Why it exists (each is a hole a hostile agent found when the host did these things itself):
 - The deadline lives in the container: if the orchestrator on the host dies (kill -9), `init` still kills
@@ -24,7 +28,12 @@ Why it exists (each is a hole a hostile agent found when the host did these thin
 - Leftovers die: with --kill-others (the container's commands are serialized), every other process
   except PID 1 is killed when the command exits or its deadline passes; orphans are reaped by PID 1.
 
-Output of run/read/write: exactly one line on stdout, `TASKMINE-RESULT ` + base64(JSON). run's JSON has
+Hosts that cannot bind-mount this machine's folders (a remote Docker daemon, a Kubernetes pod) get the same
+episode through the session's exec stream: `untar` fills a folder the agent may only read (it runs as another
+uid than the agent), and `relay` serves the tool socket there and carries each connection to the tool server on
+the host. Neither needs the end of stdin (Kubernetes' v4 exec protocol cannot signal it): sizes are given.
+
+Output of run/read/write/untar: exactly one line on stdout, `TASKMINE-RESULT ` + base64(JSON). run's JSON has
 exit_code, signal, timed_out, oom_killed, duration_s, stdout and stderr (tails). The host trusts it no
 further than its schema and sizes.
 """
@@ -32,14 +41,18 @@ further than its schema and sizes.
 from __future__ import annotations
 
 import base64
+import contextlib
 import ctypes
 import errno
 import json
 import os
 import select
 import signal
+import socket
 import stat
+import struct
 import sys
+import tarfile
 import time
 
 MARKER = "TASKMINE-RESULT "
@@ -241,8 +254,26 @@ def run(command: str, timeout: float, kill_all: bool, limit: int) -> dict:
             "duration_s": round(duration, 3), "stdout": outs["stdout"].text(), "stderr": outs["stderr"].text()}
 
 
-def write(path: str, mode: int, limit: int) -> dict:
-    data = sys.stdin.buffer.read(limit + 1)
+def read_exactly(stream, size: int) -> bytes:
+    """`size` bytes of `stream` (fewer only when it ends first)."""
+    data = bytearray()
+    while len(data) < size:
+        chunk = stream.read(min(1 << 20, size - len(data)))
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)
+
+
+def write(path: str, mode: int, limit: int, size: int | None = None) -> dict:
+    if size is not None:
+        if size > limit:
+            return {"ok": False, "error": f"more than {limit} bytes"}
+        data = read_exactly(sys.stdin.buffer, size)
+        if len(data) != size:
+            return {"ok": False, "error": f"input ended after {len(data)} of {size} bytes"}
+    else:
+        data = sys.stdin.buffer.read(limit + 1)
     if len(data) > limit:
         return {"ok": False, "error": f"more than {limit} bytes"}
     try:
@@ -258,6 +289,175 @@ def write(path: str, mode: int, limit: int) -> dict:
     except OSError as exc:
         return {"ok": False, "error": f"{exc.strerror}"}
     return {"ok": True, "error": ""}
+
+
+class _Exactly:
+    """A file over the first `size` bytes of a stream (tarfile's stream mode reads it)."""
+
+    def __init__(self, stream, size: int) -> None:
+        self.stream, self.left = stream, size
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.left if n is None or n < 0 else min(n, self.left)
+        data = self.stream.read(n) if n else b""
+        self.left -= len(data)
+        return data
+
+
+def untar(dest: str, size: int) -> dict:
+    """Unpack a tar of `size` bytes from stdin into the folder `dest`: folders, regular files (mode 644, or 755
+    when executable) and symlinks only, every name inside `dest`; the input is always read to its end."""
+    source = _Exactly(sys.stdin.buffer, size)
+    root = os.path.realpath(dest)
+    count, error = 0, ""
+    try:
+        with tarfile.open(fileobj=source, mode="r|") as tar:
+            for member in tar:
+                name = os.path.normpath(member.name)
+                if name in (".", "") and member.isdir():
+                    continue
+                if name.startswith(("/", "..")) or "/../" in f"/{name}/":
+                    raise ValueError(f"{member.name!r} is outside the folder")
+                path = os.path.join(dest, name)
+                parent = os.path.realpath(os.path.dirname(path))
+                if parent != root and not parent.startswith(root + os.sep):
+                    raise ValueError(f"{member.name!r} would be written through a symlink out of the folder")
+                if member.isdir():
+                    os.makedirs(path, mode=0o755, exist_ok=True)
+                elif member.isfile():
+                    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
+                                 0o755 if member.mode & 0o111 else 0o644)
+                    with os.fdopen(fd, "wb") as out, tar.extractfile(member) as data:  # type: ignore[union-attr]
+                        while chunk := data.read(1 << 20):
+                            out.write(chunk)
+                elif member.issym():
+                    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+                    os.symlink(member.linkname, path)
+                else:
+                    raise ValueError(f"{member.name!r} is not a file, folder or symlink")
+                count += 1
+    except (OSError, ValueError, tarfile.TarError) as exc:
+        error = str(exc)[:300]
+    while source.read(1 << 20):   # the rest of the input, so the stream stays in step
+        pass
+    return {"ok": not error, "error": error, "entries": count}
+
+
+# --- relay: the tool socket of a session on a host that cannot mount this machine's folders ----------------
+#
+# Frames on stdin/stdout, both ways: struct "!BII" (kind, connection id, payload length) + payload.
+#   READY  relay -> host   the socket listens (id 0)
+#   OPEN   relay -> host   a client connected: the host connects it to the tool server
+#   DATA   both ways       bytes of one connection
+#   EOF    both ways       that side will send no more (a half close: `company mcp` shuts its writing side)
+#   RESET  both ways       the connection is gone
+# The relay ends when stdin ends or the host sends BYE. Connections are capped; a client that stops reading
+# for RELAY_SEND_S loses its connection, never the relay.
+
+FRAME = struct.Struct("!BII")
+READY, OPEN, DATA, EOF, RESET, BYE = 1, 2, 3, 4, 5, 6
+FRAME_MAX = 1 << 20
+RELAY_CONNECTIONS = 64
+RELAY_SEND_S = 30
+
+
+def _frames_out(kind: int, ident: int, payload: bytes = b"") -> None:
+    data = FRAME.pack(kind, ident, len(payload)) + payload
+    view = memoryview(data)
+    while view:
+        view = view[os.write(1, view):]
+
+
+def relay(listen: str) -> int:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(listen)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(listen)
+    os.chmod(listen, 0o666)   # the agent connects; the folder is this uid's and read-only to the agent
+    server.listen(16)
+    conns: dict[int, socket.socket] = {}
+    reading: set[int] = set()   # connections whose client may still send
+    writing: set[int] = set()   # connections the host may still send to
+    next_id = 1
+    pending = bytearray()
+    _frames_out(READY, 0)
+
+    def forget(ident: int) -> None:
+        sock = conns.pop(ident, None)
+        reading.discard(ident)
+        writing.discard(ident)
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def settle(ident: int) -> None:
+        if ident not in reading and ident not in writing:
+            forget(ident)
+
+    while True:
+        watch = [0, server, *(conns[i] for i in reading)]
+        ready, _, _ = select.select(watch, [], [])
+        if server in ready:
+            client, _ = server.accept()
+            if len(conns) >= RELAY_CONNECTIONS:
+                client.close()
+            else:
+                client.settimeout(RELAY_SEND_S)
+                ident, next_id = next_id, next_id + 1
+                conns[ident] = client
+                reading.add(ident)
+                writing.add(ident)
+                _frames_out(OPEN, ident)
+        for ident in [i for i in list(reading) if conns.get(i) in ready]:
+            try:
+                chunk = conns[ident].recv(65536)
+            except OSError:
+                chunk = None
+            if chunk:
+                _frames_out(DATA, ident, chunk)
+            elif chunk is None:
+                _frames_out(RESET, ident)
+                forget(ident)
+            else:
+                _frames_out(EOF, ident)
+                reading.discard(ident)
+                settle(ident)
+        if 0 in ready:
+            data = os.read(0, 1 << 16)
+            if not data:
+                return 0
+            pending += data
+            while len(pending) >= FRAME.size:
+                kind, ident, size = FRAME.unpack_from(pending)
+                if size > FRAME_MAX:
+                    return 2
+                if len(pending) < FRAME.size + size:
+                    break
+                payload = bytes(pending[FRAME.size:FRAME.size + size])
+                del pending[:FRAME.size + size]
+                if kind == BYE:
+                    return 0
+                sock = conns.get(ident)
+                if sock is None:
+                    continue
+                if kind == DATA and ident in writing:
+                    try:
+                        sock.sendall(payload)
+                    except OSError:
+                        _frames_out(RESET, ident)
+                        forget(ident)
+                elif kind == EOF:
+                    try:
+                        sock.shutdown(socket.SHUT_WR)
+                    except OSError:
+                        pass
+                    writing.discard(ident)
+                    settle(ident)
+                elif kind == RESET:
+                    forget(ident)
 
 
 def _arg(argv: list[str], name: str, default: str | None = None) -> str:
@@ -289,12 +489,21 @@ def main(argv: list[str]) -> int:
                   "truncated": len(data) > limit})
             return 0
         if mode == "write":
-            emit(write(argv[-1], int(_arg(argv, "--mode", "644"), 8), int(_arg(argv, "--limit", str(READ_LIMIT)))))
+            size = int(argv[argv.index("--size") + 1]) if "--size" in argv else None
+            emit(write(argv[-1], int(_arg(argv, "--mode", "644"), 8), int(_arg(argv, "--limit", str(READ_LIMIT))),
+                       size))
             return 0
+        if mode == "untar":
+            emit(untar(argv[-1], int(_arg(argv, "--size"))))
+            return 0
+        if mode == "relay":
+            signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+            return relay(_arg(argv, "--listen"))
     except (ValueError, IndexError):
         pass
     sys.stderr.write("usage: supervise init --deadline S | run --timeout S [--kill-others] -- COMMAND | "
-                     "read [--limit N] PATH | write [--mode OCTAL] PATH\n")
+                     "read [--limit N] PATH | write [--size N] [--mode OCTAL] PATH | untar --size N DEST | "
+                     "relay --listen PATH\n")
     return 2
 
 

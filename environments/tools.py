@@ -214,6 +214,10 @@ class ToolServer:
         if issue["description"]:
             lines += ["", "description:", issue["description"]]
         for h in issue["history"]:
+            if h.get("commit") or h.get("source"):      # a commit or a ticket that referenced this one
+                lines.append(f"  history {h['at']} {h.get('by') or '?'}: {h.get('event') or 'referenced'} "
+                             f"{' '.join(x for x in (h.get('commit'), h.get('source')) if x)}")
+                continue
             lines.append(f"  history {h['at']} {h.get('by') or '?'}: {h.get('field') or h.get('event')} "
                          f"{h.get('fromString') or ''} -> {h.get('toString') or ''}")
         for i, cm in enumerate(issue["comments"], 1):

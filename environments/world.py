@@ -38,16 +38,25 @@ from typing import Any
 from warehouse.ids import content_hash
 from warehouse.schemas import Event
 
-WORLD_VERSION = 3   # 3: documents say whether a machine wrote them (`automated`)
+WORLD_VERSION = 4   # 3: documents say whether a machine wrote them (`automated`); 4: a ticket's references
 UTC = dt.UTC
 
-# What each event kind is in the world. A new connector whose events use these kinds is served as is.
+# What an event is in the world, from its medium (the extractor's normalization, Event.medium): every mail event is
+# a message of a mailbox, every chat event a message of a channel (a new chat connector is served as is, whatever
+# its kinds), commits are read from the repositories; a tracker's events are an issue, a comment on one or a
+# change of one field by their kind, in the normalized vocabulary the tracker connectors share (other tracker
+# events, e.g. a timeline's cross-references, are no document). An event without a medium (built by hand) is
+# placed by the same vocabulary and the kinds `email` and `message`.
 ISSUE_KINDS = {"issue_created", "pr_created"}
 COMMENT_KINDS = {"comment"}
-CHANGE_KINDS = {"field_changed"}
-MAIL_KINDS = {"email"}
-CHAT_KINDS = {"message", "bot_message", "channel_join", "channel_leave", "channel_topic", "channel_purpose",
-              "file_share", "thread_broadcast"}
+# a ticket's history: its field changes, and the commits and other tickets that referenced it (a tracker's
+# timeline: "referenced this issue in commit 1a2b3c4", "mentioned this in #217"), which the tracker showed its
+# readers as they happened; such a change's text is the commit or ticket it names, so search finds it
+REFERENCE_KINDS = {"referenced", "cross_reference"}
+CHANGE_KINDS = {"field_changed", *REFERENCE_KINDS}
+_TRACKER = {**dict.fromkeys(ISSUE_KINDS, "issue"), **dict.fromkeys(COMMENT_KINDS, "comment"),
+            **dict.fromkeys(CHANGE_KINDS, "change")}
+_WITHOUT_MEDIUM = {**_TRACKER, "email": "mail", "message": "chat"}
 
 # Issue-tracker field semantics (Jira REST v2 and GitHub REST attribute names, as the extractors store them).
 EXPORT_TIME_FIELDS = {"updated", "updated_at", "comment_total", "changelog_total", "comments", "reactions",
@@ -96,12 +105,13 @@ CREATE TEMP TABLE staging(n INTEGER PRIMARY KEY, sort TEXT, row TEXT);
 """
 
 
-def _cls(kind: str) -> str | None:
-    for cls, kinds in (("issue", ISSUE_KINDS), ("comment", COMMENT_KINDS), ("change", CHANGE_KINDS),
-                       ("mail", MAIL_KINDS), ("chat", CHAT_KINDS)):
-        if kind in kinds:
-            return cls
-    return None
+def _cls(e: Event) -> str | None:
+    """What `e` is in the world (see ISSUE_KINDS): issue, comment, change, mail, chat, or None (no document)."""
+    if e.medium in ("mail", "chat"):
+        return e.medium
+    if e.medium == "tracker":
+        return _TRACKER.get(e.kind)
+    return None if e.medium else _WITHOUT_MEDIUM.get(e.kind)
 
 
 def _epoch(ts: dt.datetime) -> float:
@@ -164,7 +174,7 @@ def build_world(events: Iterable[Event], dest: Path, key: str, sha_map: dict[str
         con.executescript(SCHEMA)
         seen: set[str] = set()
         _stage(con, (_doc_row(e, cls, translate) for e in events
-                     if (cls := _cls(e.kind)) is not None and not (e.event_id in seen or seen.add(e.event_id))))
+                     if (cls := _cls(e)) is not None and not (e.event_id in seen or seen.add(e.event_id))))
         _write(con)
         con.execute("INSERT INTO meta VALUES ('key', ?)", (key,))
         con.execute("INSERT INTO meta VALUES ('version', ?)", (str(WORLD_VERSION),))
@@ -310,6 +320,12 @@ def _doc_row(e: Event, cls: str, translate: ShaTranslator) -> tuple:
     elif cls in ("comment", "change"):
         place = ""
         meta = {k: a.get(k) for k in ("field", "fromString", "toString", "from", "to", "event") if k in a}
+        if e.kind in REFERENCE_KINDS:
+            source = a.get("source")
+            named = {"commit": translate(e.artifacts[0]) if e.artifacts else None,
+                     "source": source.get("ref") if isinstance(source, dict) else None}
+            meta.update({k: v for k, v in named.items() if v})
+            e = e.model_copy(update={"body": e.body or " ".join(v for v in named.values() if v)})
     elif cls == "mail":
         people = [p for p in a.get("people") or [] if isinstance(p, dict)]
         meta = {"message_id": e.native_id, "in_reply_to": a.get("in_reply_to"), "list_id": a.get("list_id"),
@@ -571,8 +587,9 @@ class WorldView:
         comments = [{"id": r["native_id"], "author": r["author"], "created": _iso(r["ts"]),
                      "body": (r["body"] or "")[:MAX_BODY]}
                     for r in thread if r["cls"] == "comment" and r["ts"] <= self.t]
-        history = [{"at": _iso(r["ts"]), "by": r["author"], **{k: v for k, v in r["meta"].items()
-                                                               if k in ("field", "fromString", "toString", "event")}}
+        history = [{"at": _iso(r["ts"]), "by": r["author"],
+                    **{k: v for k, v in r["meta"].items()
+                       if k in ("field", "fromString", "toString", "event", "commit", "source")}}
                    for r in changes if r["ts"] <= self.t]
         return {"key": key, "project": head["place"], "summary": state.pop("summary"),
                 "description": (state.pop("description") or "")[:MAX_BODY], "reporter": head["author"],

@@ -5,8 +5,13 @@ Invariants (DESIGN.md, Conventions 4-5):
   and one streaming `iter_records(path)` that yields `Event` and `Quarantine` rows one at a time.
   It never loads a whole export into memory and never drops a bad record silently: a record it
   cannot parse becomes a `Quarantine` row with file, offset and reason, and the next record is read.
-- Registration is explicit (`@register_extractor("jira_json")`); third-party connectors register
-  through the `taskmine.extractors` entry point group. The registry stores names, never functions.
+- Registration is explicit (`@register_extractor("jira_json")`), and every connector, built-in or third-party,
+  is found through the `taskmine.extractors` entry point group (the built-ins are the project's own entry
+  points, in its pyproject.toml). The registry stores names, never functions.
+- Source-specific knowledge ends here (DESIGN.md, Convention 16): a connector says what its source is to the
+  company with class attributes (`medium`, `directory`, `handle_value`, `reference_attrs`) and normalizes each
+  record's fields (`automated`, `attrs.new_text`, references in native ids); later stages never test a source
+  name.
 - Extractors never import dagster and never write to the warehouse.
 """
 
@@ -44,6 +49,11 @@ class Extractor(ABC):
     source: ClassVar[str] = ""            # Event.source, e.g. "jira"
     medium: ClassVar[str] = ""            # Event.medium, one of warehouse.schemas.MEDIA: what mining reads it as
     directory: ClassVar[bool] = False     # its accounts are a directory's (one per person: Jira, Slack users)
+    # what a person's handle ("<source>:<value>") holds once anonymized: their pseudonym's user name, or (git:
+    # an author is an e-mail address, and the rewritten history's authors are pseudonymous addresses) e-mail
+    handle_value: ClassVar[str] = "username"
+    # attrs whose values name other records (URLs, commit SHAs, keys) apart from the text: links reads them too
+    reference_attrs: ClassVar[tuple[str, ...]] = ()
     patterns: ClassVar[tuple[str, ...]] = ()  # glob patterns of the files it reads (for `detect`)
     Config: ClassVar[type[ExtractorConfig]] = ExtractorConfig
 

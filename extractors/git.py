@@ -237,6 +237,7 @@ def _line_counts(patch: bytes, n: int, complete: bool) -> list[tuple[int | None,
 class GitExtractor(Extractor):
     """Commits of a git repository (work tree or bare) -> one `commit` event each, with its patch."""
 
+    handle_value = "email"   # an author is an e-mail address (see author_handle)
     source: ClassVar[str] = "git"
     medium: ClassVar[str] = "code"
     patterns: ClassVar[tuple[str, ...]] = ()
@@ -341,7 +342,7 @@ class GitExtractor(Extractor):
             return self.quarantine(file=name, member=c["sha"][:64], error_class="bad_record",
                                    message="git printed a commit without a SHA or a readable committer date",
                                    excerpt=repr(c)[:512])
-        people = [{"handle": _handle(c[role]["email"], c[role]["name"]), "display_name": c[role]["name"],
+        people = [{"handle": author_handle(c[role]["email"], c[role]["name"]), "display_name": c[role]["name"],
                    "email": c[role]["email"] or None, "username": None, "role": role}
                   for role in ("author", "committer")]
         paths = (p for f in c["files"] for p in (f.get("old_path"), f["path"]) if p)
@@ -385,7 +386,7 @@ def _parse(raw: bytes, size: int, cap: int) -> dict:
     }
 
 
-def _handle(email: str, name: str) -> str:
+def author_handle(email: str, name: str) -> str:
     """CONTEXT.md: "git:<e-mail, lower-cased>", or "git:name:<Name>" when the e-mail is empty."""
     return f"git:{email.strip().lower()}" if email.strip() else f"git:name:{name}"
 

@@ -126,6 +126,7 @@ def issue_ref(record: dict) -> tuple[str, int] | None:
 class GitHubJsonExtractor(Extractor):
     """GitHub REST JSON of issues, pull requests, comments and timeline events -> events."""
 
+    reference_attrs = ("commit_id",)   # the commit a review comment or a timeline event names
     source: ClassVar[str] = "github"
     medium: ClassVar[str] = "tracker"
     directory: ClassVar[bool] = True

@@ -1,12 +1,13 @@
 """`taskmine extractors new NAME`: a new connector that already runs and passes the contract.
 
-Writes three things and wires one line:
+Writes two files and wires one line (three files: what a connector of an existing medium touches):
 - `extractors/<name>.py`: a working connector for JSON Lines files (`*.<name>.jsonl`, one record per
   line: {"id", "ts", "author", "text"}) to edit into the real format;
-- `tests/extractors/fixtures/<name>/sample.<name>.jsonl`: a fixture written by us;
-- `tests/extractors/test_<name>_extractor.py`: the contract test (the kit) plus a fixture test;
-- the module's name in the extractor kind's built-ins in `core/registry.py` (above the `# scaffold:` marker).
-Nothing is overwritten: an existing file is an error naming it.
+- `tests/extractors/test_<name>_extractor.py`: the contract test (the kit) plus a test of a sample written by
+  us, inline (a larger fixture may go in `tests/extractors/fixtures/<name>/`);
+- its entry point in `pyproject.toml` (`[project.entry-points."taskmine.extractors"]`, as a third party's
+  connector registers): the next `uv run` installs the project again and the connector is registered.
+Nothing is overwritten: an existing file or name is an error naming it.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import keyword
 import re
 from pathlib import Path
 
+from core.registry import declared
 from extractors.base import registry
 
 NAME = re.compile(r"^[a-z][a-z0-9_]{1,30}$")
-MARKER = "        # scaffold: new built-in extractors are listed above this line"
+GROUP = '[project.entry-points."taskmine.extractors"]'
 
 MODULE = '''"""{title} connector: JSON Lines files `*.{name}.jsonl`, one record per line.
 
@@ -92,7 +94,9 @@ from pathlib import Path
 from extractors.{name} import {cls}Extractor
 from extractors.testing import ExtractorContract
 
-FIXTURE = Path(__file__).parent / "fixtures" / "{name}" / "sample.{name}.jsonl"
+# A sample written by us (never a real export's text): what the real format looks like, record by record.
+SAMPLE = ('{{"id": "m1", "ts": "2021-03-01T10:00:00+00:00", "author": "ada", "text": "first message"}}\\n'
+          '{{"id": "m2", "ts": "2021-03-01T10:05:00+00:00", "author": "grace", "text": "a reply", "thread": "m1"}}\\n')
 
 
 def _write(path: Path, records: list) -> Path:
@@ -117,13 +121,12 @@ class Test{cls}Contract(ExtractorContract):
         return _write(tmp_path / "export.{name}.jsonl", [_rec(0), "{{not json", _rec(1)]), 2
 
 
-def test_fixture_ingests(tmp_path):
-    rows = list({cls}Extractor("fixture", root=FIXTURE.parent).iter_records(FIXTURE))
+def test_sample_ingests(tmp_path):
+    path = tmp_path / "sample.{name}.jsonl"
+    path.write_text(SAMPLE)
+    rows = list({cls}Extractor("sample", root=tmp_path).iter_records(path))
     assert [r.native_id for r in rows] == ["m1", "m2"]
 '''
-
-FIXTURE = ('{"id": "m1", "ts": "2021-03-01T10:00:00+00:00", "author": "ada", "text": "first message"}\n'
-           '{"id": "m2", "ts": "2021-03-01T10:05:00+00:00", "author": "grace", "text": "a reply", "thread": "m1"}\n')
 
 
 class ScaffoldError(ValueError):
@@ -131,29 +134,30 @@ class ScaffoldError(ValueError):
 
 
 def scaffold(name: str, repo: Path) -> list[Path]:
-    """Write the connector, its fixture and its contract test under `repo`; return what was written."""
+    """Write the connector and its contract test under `repo` and its entry point in `repo/pyproject.toml`;
+    return what was written."""
     if not NAME.match(name) or keyword.iskeyword(name):
         raise ScaffoldError(f"{name!r} is not a usable name: lower-case letters, digits and _, starting with a "
                             "letter (e.g. zendesk_json)")
 
-    if name in registry():
-        raise ScaffoldError(f"an extractor named {name!r} exists already ({registry()[name].origin})")
+    pyproject = repo / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8") if pyproject.exists() else ""
+    if name in registry() or name in declared(text)["taskmine.extractors"]:
+        where = registry()[name].origin if name in registry() else str(pyproject)
+        raise ScaffoldError(f"an extractor named {name!r} exists already ({where})")
+    if GROUP not in text:
+        raise ScaffoldError(f"{pyproject} has no {GROUP} table; add it, or add the entry point by hand")
     cls = "".join(part.capitalize() for part in name.split("_"))
     files = {
         repo / "extractors" / f"{name}.py": MODULE.format(name=name, cls=cls, title=cls),
         repo / "tests" / "extractors" / f"test_{name}_extractor.py": TEST.format(name=name, cls=cls),
-        repo / "tests" / "extractors" / "fixtures" / name / f"sample.{name}.jsonl": FIXTURE,
     }
-    base = repo / "core" / "registry.py"
-    text = base.read_text()
-    if MARKER not in text:
-        raise ScaffoldError(f"{base} has no '# scaffold:' marker in the extractor built-ins; add the module by hand")
     for path in files:
         if path.exists():
             raise ScaffoldError(f"{path} exists; pick another name or remove it")
     for path, content in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content)
-    line = f'        "extractors.{name}",\n'
-    base.write_text(text.replace(MARKER, line + MARKER, 1))
-    return [*files, base]
+    pyproject.write_text(text.replace(GROUP + "\n", f'{GROUP}\n{name} = "extractors.{name}:{cls}Extractor"\n', 1),
+                         encoding="utf-8")
+    return [*files, pyproject]

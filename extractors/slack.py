@@ -349,6 +349,7 @@ class _Render:
 class SlackExportExtractor(Extractor):
     """A Slack workspace export, zipped or unpacked -> one event per message."""
 
+    reference_attrs = ("links",)   # the URLs a message links (attachments, unfurls), rendered
     source: ClassVar[str] = "slack"
     medium: ClassVar[str] = "chat"
     directory: ClassVar[bool] = True

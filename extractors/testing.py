@@ -87,10 +87,14 @@ class ExtractorContract:
                                                 "become chat_answer work items with no change to mining)")
 
     def test_registered_without_the_test_importing_it(self):
-        """A fresh interpreter sees the name: the module is wired into `_load_builtins` or an entry point."""
+        """A fresh interpreter sees the name: the class is an entry point of the `taskmine.extractors` group."""
         code = f"from extractors.base import registry; assert {self.extractor.name!r} in registry()"
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-        assert r.returncode == 0, f"{self.extractor.name!r} is not registered at startup: {r.stderr[-300:]}"
+        cls = self.extractor
+        assert r.returncode == 0, (
+            f"{cls.name!r} is not registered at startup: add `{cls.name} = \"{cls.__module__}:{cls.__qualname__}\"` "
+            f"under [project.entry-points.\"taskmine.extractors\"] in pyproject.toml (a third party: in theirs), "
+            f"then `uv run ...` installs it again ({r.stderr.strip().splitlines()[-1:] or ''})")
 
     def test_detect_claims_the_input(self, tmp_path: Path):
         path = self.make_input(tmp_path, self.n_records)

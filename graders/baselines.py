@@ -21,7 +21,8 @@ cutoff. It ends as typed tool calls (environments.actions) replayed in the task'
 - code_change: no baseline. Another commit's patch does not apply to other code, and a retrieval agent has
   nothing else to submit; the family is reported as "no baseline", never as solved or failed.
 
-A baseline that finds no earlier neighbour submits nothing (its run is the null run). Deterministic: BM25 ranks
+A family names its baselines (`Family.baselines`, in its own module); these are the built-in families'. A
+baseline that finds no earlier neighbour submits nothing (its run is the null run). Deterministic: BM25 ranks
 with ties broken by the index's order, and nothing random is drawn.
 """
 
@@ -39,6 +40,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from core.registry import registry
 from environments import actions as A
 from environments.gitworld import git
 from environments.world import World, WorldView
@@ -76,26 +78,24 @@ class Baseline:
 
 
 Builder = Callable[[Task, WorldView | None, Path], Baseline]
-BASELINES: dict[str, list[Builder]] = {}
 
 
-def baseline(family: str):
-    """Register a baseline of a family (a family may have several; each is one run, `baseline:<name>`)."""
-
-    def wrap(fn: Builder) -> Builder:
-        BASELINES.setdefault(family, []).append(fn)
-        return fn
-
-    return wrap
+def of(family: str) -> tuple[Builder, ...]:
+    """The baselines family `family` declares (`Family.baselines`; each is one run, `baseline:<name>`); none for a
+    family without any (code_change) or one not registered here."""
+    try:
+        return tuple(registry("family").get(family).obj.baselines)
+    except KeyError:
+        return ()
 
 
 def applicable(family: str) -> bool:
-    return family in BASELINES
+    return bool(of(family))
 
 
 def plan(task: Task, worlds_dir: Path) -> list[Baseline]:
     """The baselines of `task` (none for a family without one, e.g. code_change)."""
-    fns = BASELINES.get(task.family) or []
+    fns = of(task.family)
     view = view_of(task, worlds_dir) if fns else None
     return [fn(task, view, Path(worlds_dir)) for fn in fns]
 
@@ -186,7 +186,6 @@ def _issues(view: WorldView, query: str, own: str) -> list[str]:
     return [k for k in dict.fromkeys(keys) if k and k != own][:NEIGHBOURS]
 
 
-@baseline("ticket_triage")
 def nearest_issue(task: Task, view: WorldView | None, worlds_dir: Path) -> Baseline:
     ref = next((c for c in _calls(task) if isinstance(c, A.JiraUpdate)), None)
     if ref is None or view is None:
@@ -252,7 +251,6 @@ def repo_paths(worlds_dir: Path) -> dict[str, Path]:
             for r in json.loads(meta.read_text())["repos"].values()}
 
 
-@baseline("commit_link")
 def nearest_commit(task: Task, view: WorldView | None, worlds_dir: Path) -> Baseline:
     key = re.match(r"Issue (\S+):", task.prompt)
     issue = view.issue(key.group(1)) if key and view is not None else None
@@ -289,7 +287,6 @@ def title_words(title: str) -> list[str]:
     return sorted(words, key=specific)
 
 
-@baseline("commit_link")
 def title_grep(task: Task, view: WorldView | None, worlds_dir: Path) -> Baseline:
     """`git log --all -i --grep=<word>` in the task's repository at its cutoff, for the words of the issue's
     summary in `title_words` order, answering the newest commit of the first word that finds any: the search an
@@ -323,7 +320,6 @@ def _respond(task: Task, text: str) -> list[A.Tool]:
     return out
 
 
-@baseline("email_reply")
 def nearest_mail_reply(task: Task, view: WorldView | None, worlds_dir: Path) -> Baseline:
     request = task.reference.get("request")
     me = view.mail(request) if request and view is not None else None
@@ -345,7 +341,6 @@ def nearest_mail_reply(task: Task, view: WorldView | None, worlds_dir: Path) -> 
     return Baseline("nearest_reply", source="no earlier message with a reply")
 
 
-@baseline("chat_answer")
 def nearest_chat_reply(task: Task, view: WorldView | None, worlds_dir: Path) -> Baseline:
     channel, ts = task.reference.get("channel"), task.reference.get("question_ts")
     if view is None or not channel or not ts:
@@ -367,7 +362,6 @@ def nearest_chat_reply(task: Task, view: WorldView | None, worlds_dir: Path) -> 
     return Baseline("nearest_reply", source="no earlier message with a reply")
 
 
-@baseline("resolution_note")
 def nearest_resolution(task: Task, view: WorldView | None, worlds_dir: Path) -> Baseline:
     calls = _calls(task)
     update = next((c for c in calls if isinstance(c, A.JiraUpdate)), None)

@@ -33,9 +33,9 @@ For each test module:
    the module's remaining tests run in a fresh child (`--deselect` the others), as long as each child makes
    progress.
 
-A dataset's own test command (`code_test`, e.g. a Node runner) runs the same way (steps 1-2, then the command
-with $TASKMINE_JUNIT and $TASKMINE_TESTS, its JUnit report read back by the verifier): its report is only as
-trustworthy as that runner; the Python path above is the one that resists the repository's code.
+A dataset's own test command (`[families.code_change] test`, e.g. a Node runner) runs the same way (steps 1-2,
+then the command with $TASKMINE_JUNIT and $TASKMINE_TESTS, its JUnit report read back by the verifier): its report
+is only as trustworthy as that runner; the Python path above is the one that resists the repository's code.
 """
 
 import ast

@@ -6,8 +6,9 @@ card, `taskmine difficulty`, the CLI's run summary).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
@@ -48,19 +49,13 @@ def validations(ctx: RunContext, only: Iterable[str] | None = None) -> StageResu
         ctx.say(f"validated {i}/{len(todo)} {task.family} {task.task_id[:10]}: "
                 f"{'ok' if verdict.valid else verdict.reason}")
 
-    if parallel <= 1:  # one at a time: a task's runs are stored before the next task starts
-        for i, task in enumerate(todo, 1):
-            stored(i, task, replay.validate(task, store.worlds(dataset), sandbox, repeats, llm=llm))
-    else:
-        with ThreadPoolExecutor(max_workers=parallel) as pool:
-            running = {pool.submit(replay.validate, task, store.worlds(dataset), sandbox, repeats, llm=llm): task
-                       for task in todo}
-            for i, done_now in enumerate(as_completed(running), 1):
-                stored(i, running[done_now], done_now.result())
+    validate_tasks(todo, store.worlds(dataset), sandbox, repeats, parallel=parallel, llm=llm, on_verdict=stored)
     verdicts = verdicts_by_task(rows, all_tasks)
     measuring = [t for t in all_tasks
                  if verdicts.get(t.task_id, (False,))[0] and (wanted is None or t.task_id in wanted)]
     rows, measured = measure(ctx, rows, measuring)
+    if hasattr(sandbox, "dispatched"):      # a pool of Docker hosts: what it sent where
+        ctx.say("dispatched: " + ", ".join(f"{h} {n}" for h, n in sandbox.dispatched().items()))
     # images no current task (of any dataset in this home) uses any more
     # (and environment images no current task names: world["env"]["key"])
     pruned = sandbox.prune({k for ds in store.datasets("tasks") for t in store.iter("tasks", ds)
@@ -80,6 +75,36 @@ def validations(ctx: RunContext, only: Iterable[str] | None = None) -> StageResu
                                             **difficulty_shown(report)})
 
 
+def validate_tasks(tasks: list[Task], worlds: Path, sandbox, repeats: int, *, parallel: int = 1, llm=None,
+                   on_verdict: Callable[[int, Task, replay.Verdict], None] | None = None) -> list[replay.Verdict]:
+    """`replay.validate` of every task, `parallel` at once (at least the sandbox's capacity: a pool of Docker
+    hosts runs as many tasks as it has slots, environments.pool), each task's episodes on one `sandbox.call` (a
+    pool's lease of one host). `on_verdict(i, task, verdict)` runs in this thread, in the order tasks finish."""
+    verdicts = []
+    for i, (task, verdict) in enumerate(each_task(tasks, lambda box, t: replay.validate(t, worlds, box, repeats,
+                                                                                          llm=llm),
+                                                  sandbox, parallel), 1):
+        verdicts.append(verdict)
+        if on_verdict:
+            on_verdict(i, task, verdict)
+    return verdicts
+
+
+def each_task(tasks: list[Task], work: Callable, sandbox, parallel: int = 1):
+    """(task, `work(box, task)`) for every task, in the order they finish: each on one `sandbox.call`,
+    `parallel` at once (at least the sandbox's capacity). One at a time, a task's result is yielded (and stored by
+    the caller) before the next task starts."""
+    parallel = max(parallel, getattr(sandbox, "capacity", 1))
+    if parallel <= 1:
+        for task in tasks:
+            yield task, sandbox.call(lambda box, t=task: work(box, t))
+        return
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        running = {pool.submit(sandbox.call, lambda box, t=task: work(box, t)): task for task in tasks}
+        for done_now in as_completed(running):
+            yield running[done_now], done_now.result()
+
+
 MEASURE_KINDS = ("baseline:", "rollout:")
 
 
@@ -95,9 +120,9 @@ def measure(ctx: RunContext, rows: list[Validation], tasks: list[Task]) -> tuple
         have = Counter(v.task_id for v in rows if v.run_kind.startswith("baseline:") and kept(v))
         # a task misses a baseline when it has fewer runs than its family has baselines (one added later)
         todo = [t for t in tasks if baselines.applicable(t.family)
-                and have[t.task_id] < len(baselines.BASELINES[t.family])]
-        for i, t in enumerate(todo, 1):
-            new = replay.baseline_runs(t, store.worlds(dataset), sandbox, llm=llm)
+                and have[t.task_id] < len(baselines.of(t.family))]
+        runs = each_task(todo, lambda box, t: replay.baseline_runs(t, store.worlds(dataset), box, llm=llm), sandbox)
+        for i, (t, new) in enumerate(runs, 1):
             rows = [v for v in rows if not (v.task_id == t.task_id and v.run_kind.startswith("baseline:"))] + new
             store.replace("validations", dataset, rows)
             counts["baseline_runs_now"] += len(new)
@@ -109,7 +134,8 @@ def measure(ctx: RunContext, rows: list[Validation], tasks: list[Task]) -> tuple
         for t in tasks:
             done = {v.attempt for v in rows if v.task_id == t.task_id and v.run_kind == kind and kept(v)}
             for attempt in (a for a in range(n) if a not in done):
-                v, _ = agent.rollout(t, store.worlds(dataset), sandbox, llm, attempt=attempt)
+                v, _ = sandbox.call(lambda box, t=t, a=attempt: agent.rollout(t, store.worlds(dataset), box, llm,
+                                                                              attempt=a))
                 rows = [r for r in rows if not (r.task_id == t.task_id and r.run_kind == kind
                                                  and r.attempt == attempt)] + [v]
                 store.replace("validations", dataset, rows)
@@ -189,6 +215,28 @@ def funnel(store: Store, dataset: str) -> dict[str, int]:
 FUNNEL_STAGES = ("events", "work_items", "candidates", "tasks", "validated", "published")
 
 
+def nothing_valid(store: Store, dataset: str) -> str | None:
+    """Why the dataset has no valid task, in one line that names the commonest reasons (the rejections of the
+    candidates, or the verdicts of the validated tasks), or None when one is valid. What the gate and publish
+    say when a dataset gives nothing: the user sees what to change without opening a table."""
+    all_tasks = store.read("tasks", dataset)
+    verdicts = verdicts_by_task(store.read("validations", dataset), all_tasks)
+    if any(verdicts.get(t.task_id, (False,))[0] for t in all_tasks):
+        return None
+    if all_tasks:
+        # a verdict's kind: its words before the first score ("oracle scored", "probe passes: listing_url scored")
+        why = Counter(re.split(r"[\d(\[]", verdicts.get(t.task_id, (False, "not replayed"))[1])[0].strip(" :")[:80]
+                      for t in all_tasks)
+        return (f"none of its {len(all_tasks)} tasks passed validation ("
+                + ", ".join(f"{n} {k}" for k, n in why.most_common(3)) + "; see the rejections table)")
+    rejected = [r for r in store.read("rejections", dataset) if r.stage == "candidates"]
+    if not rejected:
+        return "no task was built from it: no work item is a candidate of an enabled family (see the funnel)"
+    why = Counter(f"{r.family}: {r.reason}" for r in rejected)
+    return (f"no task was built from it: all {len(rejected)} candidates rejected ("
+            + ", ".join(f"{n} {k}" for k, n in why.most_common(3)) + "; see the rejections table)")
+
+
 def funnel_rows(counts: dict[str, int]) -> list[dict[str, str | int]]:
     """The dataset's funnel: each stage's count and the share of the previous stage it kept. Candidates fan out
     (one work item is a candidate of every family that reads its kind; a fixing commit without a ticket is one
@@ -229,13 +277,11 @@ def check_oracle_and_null(ctx: RunContext) -> CheckResult:
     missing = [t.task_id for t in tasks if t.task_id not in verdicts]
     infra = [tid for tid, (_, reason) in verdicts.items() if reason.startswith("infra")]
     valid = sum(1 for t in tasks if verdicts.get(t.task_id, (False,))[0])
-    if not tasks:
-        why = "no task was built from this dataset (see the funnel and the rejections table); nothing to publish"
-    elif missing or infra:
+    if missing or infra:
         why = (f"{len(missing)} tasks not replayed, {len(infra)} with infrastructure errors (e.g. "
                f"{verdicts[infra[0]][1][:160] if infra else missing[0][:12]}); fix the sandbox and re-run")
     elif not valid:
-        why = f"none of the {len(tasks)} tasks passed validation (see the rejections table); nothing to publish"
+        why = f"{nothing_valid(store, ds)}; nothing to publish"
     else:
         why = f"{valid} of {len(tasks)} tasks valid"
     return CheckResult(bool(tasks) and not missing and not infra and valid > 0, why,

@@ -25,14 +25,19 @@ datasets = DynamicPartitionsDefinition(name="datasets")
 def run_context(context, uses: tuple[str, ...] = ()) -> RunContext:
     """The partition's RunContext from the run's resources: the config snapshot of this run id (the run's first
     step reads taskmine.toml, a bad one fails the run there), and a sandbox and an LLM client only for a stage that
-    uses them."""
+    uses them (the sandbox over the dataset's `sandbox_hosts` when TASKMINE_SANDBOX_HOSTS names none)."""
     r, ds = context.resources, context.partition_key
     store = r.warehouse.store()
-    return flow.context(store, ds, r.exports.dataset_dir(ds), run_id=context.run.run_id,
-                        sandbox=r.sandbox.get(home=store.home) if "sandbox" in uses else None,
-                        llm=r.llm.client() if "llm" in uses else None,
-                        repeats=r.sandbox.repeats if "sandbox" in uses else 0,
-                        progress=context.log.info)
+    ctx = flow.context(store, ds, r.exports.dataset_dir(ds), run_id=context.run.run_id,
+                       llm=r.llm.client() if "llm" in uses else None,
+                       repeats=r.sandbox.repeats if "sandbox" in uses else 0,
+                       progress=context.log.info)
+    if "sandbox" not in uses:
+        return ctx
+    box = r.sandbox.get(home=store.home, hosts=ctx.config.sandbox_hosts)
+    if hasattr(box, "describe"):
+        context.log.info(f"sandbox pool: {box.describe()} ({box.capacity} tasks at once)")
+    return ctx.replace(sandbox=box)
 
 
 def metadata(res: StageResult, ctx: RunContext | None = None) -> dict:
@@ -58,6 +63,8 @@ def metadata(res: StageResult, ctx: RunContext | None = None) -> dict:
             md[name] = MetadataValue.path(value.path)
     if ctx is not None and ctx.sandbox is not None:
         md["sandbox"] = ctx.sandbox.kind
+        if hasattr(ctx.sandbox, "describe"):     # a pool of Docker hosts (environments.pool)
+            md["sandbox_hosts"] = ctx.sandbox.describe()
     if ctx is not None and ctx.llm is not None:
         md["llm"] = ctx.llm.describe()
     return md

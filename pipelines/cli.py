@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from core.config import load_config
+from core.hosts import HOSTS_ENV, hosts_from
 from core.paths import contain_caches, dagster_home, default_exports, home
 from core.registry import registry as plugins
 
@@ -27,7 +28,7 @@ EXAMPLES = """examples:
   taskmine audit --dataset acme
   taskmine query "select family, count(*) from tasks group by 1"   # DuckDB on the warehouse
   taskmine extractors list
-  taskmine extractors new zendesk_json      # scaffold a connector + fixture + contract test
+  taskmine extractors new zendesk_json      # scaffold a connector + contract test + entry point
   taskmine extractors check ~/exports/acme
   taskmine families list                    # task families; also: checks list, sandboxes list
   taskmine serve --published .taskmine/published/acme --task 3f2a   # one task's tools over MCP (stdio)
@@ -39,6 +40,8 @@ EXAMPLES = """examples:
   taskmine bench embed --scale 10          # cached embeddings vs plain sentence-transformers
   taskmine bench worlds --scale 5          # one world per dataset vs a full copy per task
   taskmine bench code --exports ~/exports --dataset mit --limit 40   # environments, test sets, validation
+  taskmine --home H bench pool --dataset acme   # validation over one Docker daemon vs two (H: a built home)
+  taskmine run --sandbox-hosts 'unix:///var/run/docker.sock*2' --sandbox-hosts 'ssh://ci@build-2*4'
 """
 
 
@@ -83,6 +86,10 @@ def cmd_run(args) -> int:
         os.environ["TASKMINE_SANDBOX"] = args.sandbox
     # on demand: `taskmine --help` loads neither Dagster nor the stages
     from extractors.stages import dataset_folders
+
+    if args.sandbox_hosts:
+        os.environ[HOSTS_ENV] = ",".join(args.sandbox_hosts)
+    hosts_from()  # a bad TASKMINE_SANDBOX_HOSTS entry is one line now, not a failed validation later
 
     names = args.dataset or dataset_folders(exports)
     if not names:
@@ -245,8 +252,9 @@ def cmd_extractors(args) -> int:
             raise UserError(str(exc)) from None
         for p in written:
             print(f"wrote {p}")
-        print(f"next: uv run pytest tests/extractors/test_{args.path}_extractor.py   (green already), then edit "
-              f"extractors/{args.path}.py for the real format; see CONTRIBUTING.md")
+        print(f"next: uv run pytest tests/extractors/test_{args.path}_extractor.py   (green already: `uv run` installs "
+              f"the new entry point of pyproject.toml), then edit extractors/{args.path}.py for the real format; see "
+              "CONTRIBUTING.md")
         return 0
     if not args.path:
         raise UserError("extractors check needs a PATH: the folder of one dataset's export, or one export file "
@@ -425,7 +433,8 @@ def cmd_bench(args) -> int:
 
     scale = args.scale if args.scale is not None else (1 if args.what == "code" else 50)
     return bench_run(args.what, scale=scale, out=args.out, memory=args.memory, real=args.real, show=args.show,
-                     input=args.input, exports=args.exports, dataset=args.dataset, limit=args.limit)
+                     input=args.input, exports=args.exports, dataset=args.dataset, limit=args.limit,
+                     families=args.families, repeats=args.repeats, slots=args.slots, second=args.second)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -439,7 +448,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--exports",
                    help="folder with one sub-folder per dataset (Jira, git, mail, Slack or GitHub exports)")
     r.add_argument("--dataset", action="append", help="only this dataset (repeatable)")
-    r.add_argument("--sandbox", choices=["auto", "docker", "local"], help="where tasks are replayed (default auto)")
+    r.add_argument("--sandbox", choices=["auto", "docker", "local", "kubernetes"],
+                   help="where tasks are replayed (default auto; kubernetes: docs/architecture.md)")
+    r.add_argument("--sandbox-hosts", action="append", metavar="URL*N",
+                   help="a Docker daemon to spread validation over, N sessions at once (repeatable; sets "
+                        "TASKMINE_SANDBOX_HOSTS; e.g. unix:///var/run/docker.sock*2)")
     r.add_argument("--repeats", type=int, default=0, help="oracle/null repeats per task (default: dataset config, 3)")
     r.set_defaults(fn=cmd_run)
 
@@ -460,7 +473,7 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--task", required=True, help="task id (a unique prefix is enough)")
     rp.add_argument("--agent", required=True, help='oracle | null | "<shell command run in the task container>"')
     rp.add_argument("--dataset")
-    rp.add_argument("--sandbox", choices=["auto", "docker", "local"])
+    rp.add_argument("--sandbox", choices=["auto", "docker", "local", "kubernetes"])
     rp.add_argument("--timeout", type=float, default=120.0)
     rp.set_defaults(fn=cmd_replay)
 
@@ -540,8 +553,8 @@ def parser() -> argparse.ArgumentParser:
         pl.add_argument("action", choices=["list"])
         pl.set_defaults(fn=cmd_plugins)
 
-    b = sub.add_parser("bench", help="benchmarks: ingest, anonymize, embed, worlds, privacy, code")
-    b.add_argument("what", choices=["ingest", "anonymize", "embed", "worlds", "privacy", "code"])
+    b = sub.add_parser("bench", help="benchmarks: ingest, anonymize, embed, worlds, privacy, code, pool")
+    b.add_argument("what", choices=["ingest", "anonymize", "embed", "worlds", "privacy", "code", "pool"])
     b.add_argument("--scale", type=int, default=None, help="sample size (default 50; code: 1)")
     b.add_argument("--out", help="folder for the generated input (default: a temp folder)")
     b.add_argument("--memory", action="store_true", help="also peak RSS per extractor at --scale and 10x it")
@@ -553,7 +566,14 @@ def parser() -> argparse.ArgumentParser:
                    help="privacy: print every miss and changed word with its context (real names: terminal only)")
     b.add_argument("--exports", help="code: a folder of datasets to measure instead of the sample")
     b.add_argument("--dataset", help="code: the dataset folder under --exports")
-    b.add_argument("--limit", type=int, default=0, help="code: measure at most this many candidates (0: all)")
+    b.add_argument("--limit", type=int, default=0, help="code: measure at most this many candidates; pool: "
+                                                        "validate at most this many tasks (0: all)")
+    b.add_argument("--families", help="pool: the families of the home's tasks to validate, comma-separated "
+                                      "(default code_change,email_reply,chat_answer)")
+    b.add_argument("--repeats", type=int, default=1, help="pool: oracle and null runs per task (default 1)")
+    b.add_argument("--slots", type=int, default=1, help="pool: sessions at once per daemon (default 1)")
+    b.add_argument("--second", metavar="URL", help="pool: the second Docker daemon (default: a private dockerd the "
+                                                   "bench starts and removes; needs root)")
     b.set_defaults(fn=cmd_bench)
     return p
 

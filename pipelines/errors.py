@@ -19,7 +19,7 @@ ERROR_TAG = "taskmine/error"
 # shared base class and of dagster).
 USER_ERRORS = frozenset({"UserError", "ConfigError", "NothingToIngest", "DatasetError", "LeakError",
                          "SandboxError", "SandboxUnavailable", "KeyError", "ModelError", "PublishRefused",
-                         "DatasetBusy"})
+                         "DatasetBusy", "PoolConfigError", "HostLost"})
 
 
 def one_line(exc: BaseException) -> str:

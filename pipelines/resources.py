@@ -13,7 +13,7 @@ from dagster import ConfigurableResource, EnvVar, InitResourceContext
 from pydantic import PrivateAttr
 
 from core.paths import contain_caches, default_exports
-from environments.sandbox import get_sandbox
+from environments.backends import get_sandbox
 from llm.client import LLM
 from llm.config import LLMConfig
 from warehouse.store import Store
@@ -43,14 +43,16 @@ class ExportsResource(ConfigurableResource):
 
 
 class SandboxResource(ConfigurableResource):
-    """Where tasks are replayed: `docker` (hardened containers), `local` (fallback) or `auto`."""
+    """Where tasks are replayed: `docker` (hardened containers), `local` (fallback) or `auto`; over several
+    Docker daemons when TASKMINE_SANDBOX_HOSTS or the dataset's `sandbox_hosts` names them (environments.pool)."""
 
     kind: str = ""
     repeats: int = 0
 
-    def get(self, home: Path | None = None):
-        """The sandbox; `home` (the warehouse's) labels the images it builds so its runs can prune them."""
-        return get_sandbox(self.kind or os.environ.get("TASKMINE_SANDBOX", "auto"), home=home)
+    def get(self, home: Path | None = None, hosts=None):
+        """The sandbox; `home` (the warehouse's) labels the images it builds so its runs can prune them; `hosts`
+        is the dataset's `sandbox_hosts` (the environment's TASKMINE_SANDBOX_HOSTS wins)."""
+        return get_sandbox(self.kind or os.environ.get("TASKMINE_SANDBOX", "auto"), home=home, hosts=hosts)
 
 
 class LLMResource(ConfigurableResource):

@@ -25,15 +25,17 @@ Invariants:
   (`privacy.names.Vocabulary.ordinary`: "Page", "Swift", "Bill") only where the text uses it as a name
   (`names.name_use`: a title, a greeting, a list of people, a signature; or beside another name of the person,
   or in a text that names the person in full), and never before a place word ("Allen Center").
-- An account whose display name is ordinary words ("Fix Please", "Risk Desk": `names.ordinary_account`) is
+- An account whose display name is ordinary words ("Fix Please", "Build Master": `names.ordinary_account`) is
   replaced as an account (its handles, its whole name where used as a name), never word by word: "Won't Fix"
-  stays.
+  stays. A team's or a function's mailbox ("Risk Desk", "Field Operations": `names.team_name`) is no person at
+  all (`identity.is_bot`): its name stays as written.
 - An outsider (a person no structured field names) exists only with evidence (`discover`, with the rule the
-  audit applies: `names.accept_person`): NER's claim plus a first-name or surname list or a name-shaped context
-  (middle initials, a line wrap or a possessive change nothing), a surname after a title ("Mr. X"), or a routing
-  line; the forms of a known person's name (a nickname, a middle initial) are that person's. Its full name is
-  replaced everywhere, a single word of it only where used as a name (a surname on the surname list that is no
-  English word everywhere). A reviewed allow-list of public figures (`allow` in taskmine.toml) keeps a name.
+  audit applies: `names.accept_person`): NER's claim plus a first-name or surname list, a name-shaped context
+  (a greeting, a signature, a byline, an apposition: "X, an analyst at ...") or a middle initial (a line wrap or
+  a possessive changes nothing), a surname after a title ("Mr. X"), or a routing line; the forms of a known
+  person's name (a nickname, a middle initial) are that person's. Its full name is replaced everywhere, a
+  single word of it only where used as a name (a surname on the surname list that is no English word
+  everywhere). A reviewed allow-list of public figures (`allow` in taskmine.toml) keeps a name.
 - Public hosts (`PUBLIC_HOSTS`: code hosting, mail providers, foundations) are never a company domain and a
   known string inside their names is never replaced; URL schemes are never replaced. Source code (`code=True`:
   repository files, diffs) keeps its identifiers: an ordinary word there is replaced only with a strong cue.
@@ -55,9 +57,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from extractors.git import author_handle
 from privacy import pii, routing
 from privacy.fastscrub import SEP, TermMatcher, norm, term_pattern
-from privacy.identity import Person, UnionFind, fold, is_bot, persons
+from privacy.identity import Person, UnionFind, fold, handle_values, is_bot, persons
 from privacy.names import (
     LowerCounts,
     Vocabulary,
@@ -1100,6 +1103,7 @@ class Anonymizer:
                                 last=[x[2] for p in self.people for n in p.names if (x := name_parts(n))])
         self.scrub = Scrubber(self.people, vault, message_ids, places, allow, self.outsiders, self.vocab, lists, orgs)
         self.person_of = {i.handle: canonical.get(i.person_id, i.person_id) for i in identities}
+        self.handle_values = handle_values()   # per source, what an anonymized handle holds (the extractor says)
         self.people_verdicts: dict[bytes, list[tuple[int, int]]] = {}  # the last pass's people, per paragraph
 
     def pseudonym(self, handle: str | None) -> Pseudonym | None:
@@ -1113,7 +1117,7 @@ class Anonymizer:
         if q is None:
             return self.scrub(handle)
         source = handle.split(":", 1)[0]
-        return f"{source}:{q.email if source == 'git' else q.username}"
+        return f"{source}:{q.email if self.handle_values.get(source) == 'email' else q.username}"
 
     def person(self, p: dict[str, Any]) -> dict[str, Any]:
         q = self.pseudonym(p.get("handle"))
@@ -1278,9 +1282,9 @@ class Anonymizer:
         return _rewrap(value, new) + (tail.group(0) if tail and len(words) else "")
 
     def git_identity(self, name: str, email: str) -> tuple[str, str]:
-        """Map a git author/committer to the pseudonym of the person behind it."""
-        handle = f"git:{email.lower()}" if email else f"git:name:{name}"
-        q = self.pseudonym(handle)
+        """Map a git author/committer to the pseudonym of the person behind it (its handle as the git connector
+        writes it)."""
+        q = self.pseudonym(author_handle(email, name))
         if q:
             return q.full_name, q.email
         return (self.scrub(name) or "unknown"), (self.scrub(email) or "")
@@ -1454,7 +1458,7 @@ def discover(events: Iterable[Event], ner, allow: Iterable[str] = (), workers: i
     candidates: list[dict] = []
     for value, seen in sorted(person_seen.items()):
         words = value.split()
-        if is_bot(value):
+        if is_bot(value, team=False):
             continue
         if fold(value) in known_names or name_keys(value) & known_keys or _known_inside(fold(value).split(),
                                                                                           known_names):
@@ -1478,7 +1482,7 @@ def discover(events: Iterable[Event], ner, allow: Iterable[str] = (), workers: i
     # "Mr. Waxman" with no first name anywhere: the surname after a title, unless a person known or found has it
     surnames = known_words | {fold(v.split()[-1]) for v in accepted.values() if len(v.split()) >= 2}
     for value, seen in sorted(titled.items()):
-        if fold(value) in surnames or fold(value) in accepted or is_bot(value):
+        if fold(value) in surnames or fold(value) in accepted or is_bot(value, team=False):
             continue
         why = accept_person(value, vocab, titled=True)
         candidates.append({"name": f"Mr. {value}", "seen": seen, "evidence": why, "accepted": bool(why)})
@@ -1513,7 +1517,7 @@ def discover(events: Iterable[Event], ner, allow: Iterable[str] = (), workers: i
     # A single word is a place only when NER saw it after "in", "from", "near"... ("in Jenkinsfile" aside); a
     # place whose every word is a frequent word ("San Francisco", "Ann Arbor", "Ventura") is too well known.
     places = {p for p in places if not lowered.has(p.lower()) and not _CAMEL.search(p)
-              and all(w[:1].isupper() for w in p.split()) and not is_bot(p)
+              and all(w[:1].isupper() for w in p.split()) and not is_bot(p, team=False)
               and not all(is_english(w) or (frequency_rank(w) or COMMON_PLACE) < COMMON_PLACE for w in p.split())
               and not (len(p.split()) == 1 and (not place_cue[p] or _TECH_SUFFIX.search(p)))}
     # A "place" that is someone's name (small models tag first names as places) stays a name.

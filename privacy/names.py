@@ -221,7 +221,8 @@ class Vocabulary:
                  last: Iterable[str] = ()):
         self.lower = lower_counts or {}
         f, s = person_names()
-        self.listed_first = f  # the lists' given names alone, without the dataset's own
+        self.listed_first = f  # the lists' given names and surnames alone, without the dataset's own
+        self.listed_last = s
         self.first = f | {fold(x) for x in first}
         self.last = s | {fold(x) for x in last}
         self._stop = stop_words()
@@ -483,16 +484,81 @@ def name_keys(display: str | None) -> set[str]:
 
 def ordinary_account(words: list[str], vocab: Vocabulary) -> bool:
     """Whether a display name is made of ordinary words rather than a person's names ("Fix Please", "Build
-    Master", "Release Manager", "All Houston Employees"): its first and last words are ordinary and the first is
-    no given name (of the lists or a nickname's). Such an account is replaced as an account (its handles, its
-    whole display name where used as a name), never word by word: its words in prose are words ("Won't Fix")."""
+    Master", "Release Manager", "All Houston Employees", "Field Operations"): its first and last words are
+    ordinary, and they are not a given name followed by a name ("Mark Wood", "Will Power", "Bill Street": a given
+    name of the lists or a nickname's, then a surname or given name of the lists). A team's name may start with a
+    word that is also a given name ("Field Operations", "Grant Administration", "Summer Interns"): its last word,
+    on no list of names, says it is no person's. Such an account is replaced as an account (its handles, its
+    whole display name where used as a name), never word by word: its words in prose are words ("Won't Fix",
+    "field operations")."""
     core = [w for w in words if len(w.rstrip(".")) >= 2]  # the lists, not the dataset's names: it is one of them
     # its first and last words are ordinary ("All Houston Employees": a place between them changes nothing)
     if not core or not (vocab.ordinary(core[0]) and vocab.ordinary(core[-1])):
         return False
-    first = fold(core[0])
-    return not (first in getattr(vocab, "listed_first", ()) or first in _nick_tables()[1]
-                or first in _nick_tables()[0])
+    listed_first = getattr(vocab, "listed_first", frozenset())
+    down, up = _nick_tables()
+
+    def given(w: str) -> bool:
+        return w in listed_first or w in up or w in down
+
+    first, last = fold(core[0]), fold(core[-1])
+    if not given(first):
+        return True
+    # a given name first: a team only when the last word is on no list of names and shaped like no surname (a
+    # plural or an abstract noun: "Operations", "Interns", "Administration"; not "Buy", "Lay", "Savage")
+    return len(core) >= 2 and last not in getattr(vocab, "listed_last", frozenset()) and not given(last) \
+        and (last in UNIT_WORDS or unit_noun(last))
+
+
+# The last word of a team's or a function's name that is no plural or abstract noun ("Risk Desk", "Legal
+# Department" is `unit_noun`'s): words of an organization chart, none of them a surname of the lists (checked).
+UNIT_WORDS = frozenset("""
+    desk team office group staff board committee council unit division department dept ops admin helpdesk hotline
+    support legal payroll treasury research finance security reception marketing accounting engineering planning
+    trading purchasing staffing dispatch
+""".split())
+
+
+@lru_cache(maxsize=1)
+def lists_vocabulary() -> Vocabulary:
+    """The vocabulary of the word and name lists alone, without any dataset's counts (for decisions made before a
+    dataset's words are counted: which handles are people)."""
+    return Vocabulary()
+
+
+def team_name(words: list[str], vocab: Vocabulary | None = None) -> bool:
+    """Whether an account's display name is a team's or a function's ("Risk Desk", "Field Operations", "Summer
+    Interns", "Government Affairs"): an ordinary account (`ordinary_account`) whose last word names a group or a
+    function (`unit_noun`, `UNIT_WORDS`) and is on no surname list. Nobody's name: it is kept as written, the
+    address aside ("Fix Please", "Build Master" are a person's accounts: replaced as accounts)."""
+    core = [w for w in words if len(w.rstrip(".")) >= 2]
+    if len(core) < 2:
+        return False
+    last = fold(core[-1])
+    if not (last in UNIT_WORDS or unit_noun(last)):
+        return False  # most names end here, before the name lists are read
+    vocab = vocab or lists_vocabulary()
+    return last not in getattr(vocab, "listed_last", frozenset()) and ordinary_account(words, vocab)
+
+
+_NOUN_SUFFIXES = ("tion", "ment", "ments", "ance", "ence", "ity", "ship", "ness")
+
+
+def unit_noun(word: str) -> bool:
+    """Whether `word` is shaped like a noun that names a group or a function rather than a family: an English
+    plural ("interns", "accounts", "affairs") or an abstract noun ("administration", "settlement", "security"),
+    by its ending ("-ing" is left out: "Browning", "Fleming"). Surnames of that shape are on the surname lists,
+    which callers check."""
+    w = fold(word)
+    if len(w) < 4 or not is_english(w):
+        return False
+    if w.endswith(_NOUN_SUFFIXES):
+        return True
+    if w.endswith("ies") and is_english(w[:-3] + "y"):
+        return True
+    if w.endswith("es") and is_english(w[:-2]):
+        return True
+    return w.endswith("s") and not w.endswith("ss") and is_english(w[:-1])
 
 
 def handle_forms(first: str, last: str) -> list[tuple[str, str]]:
@@ -590,7 +656,8 @@ def person_evidence(words: list[str], vocab: Vocabulary, cue: bool = False) -> s
     last not initials. Then: "first-name list" when the first word is a known first name and the last word a
     surname, or neither an ordinary word nor a first name ("Monte Carlo" is no name, unless `cue`); "surname
     list" when the last word is a surname and no word is ordinary; "name context" (`cue`: NER saw it in a
-    greeting, an attribution, a signature) when no word is ordinary."""
+    greeting, an attribution, a signature, a byline, before an apposition: `introduced`) when no word is
+    ordinary; "middle initial" ("Priyanka S. Mehra": names no list knows) when no word is ordinary."""
     if len(words) < 2 or not all(_NAME_WORD.fullmatch(w) or w.casefold() in _PARTICLES for w in words):
         return None
     first, last = words[0], words[-1]
@@ -606,4 +673,31 @@ def person_evidence(words: list[str], vocab: Vocabulary, cue: bool = False) -> s
         return "surname list"
     if cue and plain:
         return "name context"
+    # "Priyanka S. Mehra": a middle initial between words that are no ordinary words is how people's names are
+    # written (places, products and companies have none), whatever lists the names are on
+    if plain and len(words) >= 3 and any(_INITIAL.fullmatch(w) for w in words[1:-1]):
+        return "middle initial"
     return None
+
+
+_INITIAL = re.compile(r"[A-Z]\.?")
+# Where forwarded news introduces a person: a byline ("By Jane Roe", "By Jane Roe and John Doe") and an
+# apposition that says who the person is ("Jane Roe, an analyst at ...", "Jane Roe, who chairs ...", "Jane Roe,
+# 41, ..."), the name first in both.
+_BYLINE_BEFORE = re.compile(r"(?:^|\n)[ \t]*(?:By|BY)[ \t]+(?:[A-Z][\w.'\u2019-]*[ \t]+){0,4}?(?:and[ \t]+)?\Z")
+_BYLINE_AFTER = re.compile(r"[ \t]*(?:\n|\Z|and[ \t]|,)")
+_APPOSITION_AFTER = re.compile(r",\s+(?:who|whose|\d{1,3},|(?:an?|the)\s+(?:[a-z][\w-]*\s+){0,3}?"
+                               r"(?:at|of|for|with|in|from|on|who)\b)")
+
+
+def introduced(text: str, start: int, end: int) -> bool:
+    """Whether `text[start:end]`, a capitalized span, is introduced the way news introduces a person: in a byline
+    or before an apposition that says who it is (see `_BYLINE_BEFORE`, `_APPOSITION_AFTER`). A cue for NER's
+    persons (`privacy.ner.cue_of`): an organization tagged as a person still needs words that are no ordinary
+    words to pass `person_evidence`."""
+    if not text[start:start + 1].isupper():
+        return False
+    if _APPOSITION_AFTER.match(text, end):
+        return True
+    return _BYLINE_BEFORE.search(text, max(0, start - 80), start) is not None and \
+        _BYLINE_AFTER.match(text, end) is not None

@@ -37,7 +37,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from privacy.names import TITLES_RX, strong_cue
+from privacy.names import TITLES_RX, introduced, strong_cue
 from privacy.pii import Span
 
 
@@ -228,7 +228,7 @@ def titled_of(kind: str, text: str, start: int) -> bool:
 def cue_of(kind: str, text: str, start: int, end: int) -> bool:
     """The cue of a span NER tagged in `text` (see `Found`)."""
     if kind == "person":
-        return strong_cue(text, start, end)
+        return strong_cue(text, start, end) or introduced(text, start, end)
     return bool(_PLACE_BEFORE.search(text, max(0, start - 16), start))
 
 

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 from environments import actions as A
 from environments import codeenv
-from environments.sandbox import get_sandbox
+from environments.backends import get_sandbox
 from environments.tools import Persona, ToolServer
 from environments.world import World, import_documents
 from graders import replay, verifier

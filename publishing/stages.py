@@ -15,6 +15,7 @@ from graders.stages import (
     difficulty_shown,
     funnel,
     funnel_rows,
+    nothing_valid,
     per_task_difficulty,
     retired,
     verdicts_by_task,
@@ -79,9 +80,7 @@ def _publish(ctx: RunContext) -> tuple[Published, dict[str, int]]:
         if problem:
             raise PublishRefused(f"{dataset}: {problem}; {keep}")
         if not valid:
-            why = (f"none of its {len(all_tasks)} tasks passed validation (see the rejections table)"
-                   if all_tasks else "no task was built from it (see the funnel and the rejections table)")
-            raise PublishRefused(f"{dataset}: {why}; {keep}")
+            raise PublishRefused(f"{dataset}: {nothing_valid(store, dataset)}; {keep}")
         out_of_band = retired(valid, vals, config)
         record_rejections(ctx, "published", [
             Rejection(dataset=dataset, stage="published", family=t.family, subject_id=t.task_id,

@@ -8,6 +8,9 @@ Kinds (DESIGN.md, mining):
   (`github.com/o/r/issues/N`), or a commit (`/commit/<sha>`) that exists in the dataset;
 - `message_id`: an e-mail Message-ID (`<id@host>`) of a message in the dataset.
 
+An issue is any event of an issue kind (`mining.ISSUE_KINDS`), named by its native id as its extractor
+normalized it (a key, or `owner/repo#N`); no source is named here (DESIGN.md, Convention 16).
+
 Invariants: reads anonymized events only (Message-IDs there are pseudonymized consistently, so a
 mention and the message it names still match); a link never points at its own event; the link id is a
 hash of (from, to, kind) so re-runs give the same rows.
@@ -20,7 +23,8 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from task_builders.mining import KEY
+from extractors.base import registry
+from task_builders.mining import ISSUE_KINDS, KEY
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Link
 
@@ -48,12 +52,21 @@ class CommitIndex:
         return self.event_of[hits[0]] if len(hits) == 1 else None
 
 
-def _texts(ev: Event) -> Iterator[str]:
+def reference_attrs() -> dict[str, tuple[str, ...]]:
+    """Per source: the attrs its extractor says name other records (`Extractor.reference_attrs`)."""
+    out: dict[str, set[str]] = {}
+    for reg in registry().values():
+        out.setdefault(reg.cls.source, set()).update(reg.cls.reference_attrs)
+    return {source: tuple(sorted(keys)) for source, keys in out.items()}
+
+
+def _texts(ev: Event, refs: dict[str, tuple[str, ...]]) -> Iterator[str]:
     for value in (ev.title, ev.body):
         if value:
             yield value
-    # Structured fields that carry references (Slack links, GitHub commit ids) count as mentions too.
-    for key in ("links", "commit_id"):
+    # Structured fields that carry references (the links of a chat message, the commit a review names) count as
+    # mentions too: which ones, its extractor says.
+    for key in refs.get(ev.source, ()):
         value: Any = ev.attrs.get(key)
         if isinstance(value, str):
             yield value
@@ -63,12 +76,12 @@ def _texts(ev: Event) -> Iterator[str]:
 
 def find_links(events: Iterable[Event]) -> list[Link]:
     events = list(events)
-    issues = {e.native_id: e.event_id for e in events if e.kind == "issue_created" and e.source == "jira"}
-    github = {e.native_id: e.event_id for e in events if e.source == "github" and e.kind in ("issue_created",
-                                                                                          "pr_created")}
+    # an issue is named by its native id, as its extractor normalized it: a key (`ALOY-12`) or `owner/repo#N`
+    issues = {e.native_id: e.event_id for e in events if e.kind in ISSUE_KINDS}
     commits = CommitIndex({e.native_id.lower(): e.event_id for e in events if e.kind == "commit"})
     mails = {e.native_id: e.event_id for e in events if e.kind == "email"}
     out: dict[str, Link] = {}
+    refs = reference_attrs()
 
     def add(ev: Event, target: str | None, kind: str, text: str) -> None:
         if target and target != ev.event_id:
@@ -77,11 +90,11 @@ def find_links(events: Iterable[Event]) -> list[Link]:
                                          to_event_id=target, kind=kind, evidence=text[:200]))
 
     for ev in events:
-        for text in _texts(ev):
+        for text in _texts(ev, refs):
             for m in JIRA_URL.finditer(text):
                 add(ev, issues.get(m.group(1)), "issue_url", m.group(0))
             for m in GITHUB_URL.finditer(text):
-                add(ev, github.get(f"{m.group(1)}#{m.group(2)}"), "issue_url", m.group(0))
+                add(ev, issues.get(f"{m.group(1)}#{m.group(2)}"), "issue_url", m.group(0))
             for m in COMMIT_URL.finditer(text):
                 add(ev, commits.resolve(m.group(1)), "commit_url", m.group(0))
             for m in MESSAGE_ID.finditer(text):

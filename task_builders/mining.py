@@ -1,8 +1,12 @@
 """Work items: the units of real work in the joined history (anonymized events only).
 
-Kinds (one item per request, the item id a hash of (dataset, kind, request's native id)):
-- `issue`: a Jira/GitHub issue with its comments and field changes, its fixing commits, and every mail
-  and chat message that mentions it (by key or URL, from the `links` table) as context;
+A family says which work items it wants (`Family.kinds`): the stage mines the kinds the dataset's enabled families
+want, each once, and a family with a kind of its own mines it itself (`Family.mine`, given `Mining`). No kind is
+mined because it exists. The built-in kinds (`MINERS`; one item per request, the item id a hash of (dataset,
+kind, request's native id)):
+- `issue`: a tracker's issue with its comments and field changes, its fixing commits (the commits whose messages
+  name its key, whatever tracker it is in), and every mail and chat message that mentions it (by key or URL,
+  from the `links` table) as context;
 - `email_reply`: an e-mail that asked for something and the first reply that answered it (another
   person, not automated, adding text beyond the quote, within `answer_window_hours`); the thread's
   earlier messages are its context. A reply is found by its In-Reply-To/References; when it has none (or
@@ -12,7 +16,7 @@ Kinds (one item per request, the item id a hash of (dataset, kind, request's nat
   else (`attrs.reply_found_by`: headers | quote | subject). "Someone else" is a person, not an address:
   the anonymized handles carry one username per person of the identity graph, so a reply from another
   address of the asker is the asker's;
-- `chat_answer`: a Slack question (thread parent or channel message) and its answer by someone else:
+- `chat_answer`: a chat question (thread parent or channel message) and its answer by someone else:
   the first thread reply within the window, else the first channel message within `channel_answer_hours`
   that mentions the asker, or the very next message by someone else within 20 minutes that is not a
   question itself; the `context_messages` before the question are context;
@@ -37,12 +41,14 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
+import functools
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from core.config import DatasetConfig
+from core.registry import registry
 from extractors.email.text import thread_subject
 from extractors.references import KEY, find_keys  # noqa: F401 (KEY: links, world and clustering read it here)
 from task_builders.signals import (
@@ -108,19 +114,41 @@ SHINGLE = 5              # words in a shingle of quoted text (finding the messag
 MIN_QUOTED = 3           # shared shingles that make a message the one a reply quotes
 COMMON_SHINGLE = 20      # a shingle in more messages than this is boilerplate (a list footer), not evidence
 QUOTE_WINDOW = dt.timedelta(days=60)
+# the words of a resolution: what people write when they fix, merge or close, and the resolutions trackers name
+# (Jira's defaults: Fixed, Won't Fix, Won't Do, Duplicate, Incomplete, Cannot Reproduce, Done, Declined, Obsolete;
+# Bugzilla's FIXED, INVALID, WONTFIX, DUPLICATE, WORKSFORME; GitHub's completed, not planned, duplicate), written
+# as a word, with spaces or as one token ("WONTFIX (not needed for the release)")
 NOTE_HINT = re.compile(r"\b(fix(ed|es)?|merged?|verified|validated|closing|closed|resolv(ed|ing)|duplicate|"
-                       r"won'?t fix|cannot reproduce|can'?t reproduce|works (as|for me)|released|landed|"
-                       r"pull request|pr\b|committed|reverted|not a bug|invalid|done)", re.I)
+                       r"won'?t ?(fix|do)|cannot reproduce|can'?t reproduce|works ?(as|for ?me)|released|landed|"
+                       r"pull request|pr\b|committed|reverted|not a bug|invalid|done|obsolete(d)?|superseded|"
+                       r"declined|not planned|out of scope)", re.I)
 
 
 def build_work_items(dataset: str, events: list[Event], links: Iterable = (),
-                     config: DatasetConfig | None = None) -> tuple[list[WorkItem], list[Rejection]]:
-    """Every work item of the dataset (see the module docstring) and a rejection per skipped candidate."""
+                     config: DatasetConfig | None = None, families: dict | None = None
+                     ) -> tuple[list[WorkItem], list[Rejection]]:
+    """The work items the dataset's families want (see the module docstring; `families`: name -> Family, default
+    the enabled ones of `config`), each mined once, and a rejection per skipped candidate. Each family says what
+    it wants (`Family.kinds`, and `Family.mine` for a kind of its own); the built-in kinds are mined in the order
+    of MINERS, before any family's own miner."""
     config = config or DatasetConfig()
-    miner = _Miner(dataset, events, list(links), config)
-    items = miner.issues() + miner.emails() + miner.chats() + miner.resolutions()
-    items.sort(key=lambda i: (i.ts, i.kind, i.item_id))
-    return items, miner.rejections
+    if families is None:
+        enabled = set(config.enabled())
+        families = {n: r.obj() for n, r in registry("family").all().items() if n in enabled}
+    m = Mining(dataset, events, list(links), config)
+    wanted = {k for f in families.values() for k in f.kinds}
+    for kind in MINERS:
+        if kind in wanted:
+            m.builtin(kind)
+    found: dict[str, WorkItem] = {}
+    for name, family in families.items():
+        for item in family.mine(m):
+            if item.kind not in family.kinds:
+                raise ValueError(f"family {name!r} mined a work item of kind {item.kind!r}, which is not among its "
+                                 f"kinds {family.kinds}: add it to `kinds`")
+            found.setdefault(item.item_id, item)
+    items = sorted(found.values(), key=lambda i: (i.ts, i.kind, i.item_id))
+    return items, m.rejections
 
 
 def funnel_by_source(events: Iterable[Event], items: Iterable[WorkItem],
@@ -161,9 +189,15 @@ def _when(iso: str) -> dt.datetime | None:
     return ts if ts.tzinfo else ts.replace(tzinfo=dt.UTC)
 
 
-class _Miner:
+class Mining:
+    """The dataset's anonymized events as miners read them, and the built-in miners (`MINERS`). A family's own
+    miner (`Family.mine`) gets this: the events in time order (`events`, `by_id`), replies by parent (`children`),
+    the mail and chat messages that mention an issue (`mentions`), and `item`, `skip`, `candidate` and
+    `answer_of`, which make items and rejections the way the built-in miners do."""
+
     def __init__(self, dataset: str, events: list[Event], links: list, config: DatasetConfig):
         self.dataset, self.config = dataset, config
+        self._mined: dict[str, list[WorkItem]] = {}
         self.events = sorted(events, key=_key)
         self.by_id = {e.event_id: e for e in self.events}
         self.rejections: list[Rejection] = []
@@ -230,6 +264,15 @@ class _Miner:
                 self.children[parent.event_id].sort(key=_key)
                 self.found_by[e.event_id] = how
 
+    def builtin(self, kind: str, family: str = "") -> list[WorkItem]:
+        """The work items of a built-in kind (MINERS), mined once (a second family asking gets the same)."""
+        if kind not in MINERS:
+            raise ValueError(f"family {family or '?'!r} wants work items of kind {kind!r}, which no built-in miner "
+                             f"makes (built-in: {', '.join(MINERS)}): give the family a `mine` method that makes them")
+        if kind not in self._mined:
+            self._mined[kind] = MINERS[kind](self)
+        return self._mined[kind]
+
     def skip(self, kind: str, e: Event, reason: str, detail: str = "") -> None:
         self.rejections.append(Rejection(dataset=self.dataset, stage="work_items", family=kind,
                                          subject_id=e.native_id, reason=reason,
@@ -247,19 +290,27 @@ class _Miner:
 
     # -- issues and their fixing commits ------------------------------------------------------------
 
-    def issues(self) -> list[WorkItem]:
-        jira = {k: e for k, e in self.issue_events.items() if e.source == "jira"}
-        links, rejections = link_commits(self.events, set(jira))
+    @functools.cached_property
+    def fixes(self) -> dict[str, list[Link]]:
+        """Issue key -> the commits whose messages name it (merge commits are rejected: see `link_commits`)."""
+        links, rejections = link_commits(self.events, set(self.issue_events))
         self.rejections += rejections
         fixes: dict[str, list[Link]] = defaultdict(list)
         for link in links:
             fixes[link.key].append(link)
+        return fixes
+
+    @functools.cached_property
+    def threads(self) -> dict[str, list[Event]]:
+        """Issue key -> the events of its thread (comments, field changes), in time order."""
         thread: dict[str, list[Event]] = defaultdict(list)
         for e in self.events:
             if e.thread_key in self.issue_events and e.kind not in ISSUE_KINDS:
                 thread[e.thread_key].append(e)
-        self.threads = thread
-        self.fixes = fixes
+        return thread
+
+    def issues(self) -> list[WorkItem]:
+        fixes, thread = self.fixes, self.threads
         commit_ts = {e.event_id: e.ts for e in self.events if e.kind == "commit"}
         items = []
         for key, issue in sorted(self.issue_events.items()):
@@ -414,6 +465,7 @@ class _Miner:
 
     def resolutions(self) -> list[WorkItem]:
         window = dt.timedelta(hours=self.config.resolution_window_hours)
+        _ = self.fixes   # linking commits records its rejections first, as when `issues` ran before
         items = []
         for key, issue in sorted(self.issue_events.items()):
             if issue.withheld:
@@ -457,3 +509,12 @@ class _Miner:
                                     "fix_shas": [link.sha for link in self.fixes.get(key, [])]},
                                    thread_key=key))
         return items
+
+
+# The built-in work-item kinds and their miners, in the order they are mined (a family asks for them by kind).
+MINERS: dict[str, Callable[[Mining], list[WorkItem]]] = {
+    "issue": Mining.issues,
+    "email_reply": Mining.emails,
+    "chat_answer": Mining.chats,
+    "resolution": Mining.resolutions,
+}

@@ -16,8 +16,8 @@ Invariants:
 - People are counted by the documents they wrote and those naming them by full name or as a mention
   (`@user`, `[~user]`), under their full name.
 - Nothing depends on which pseudonyms were drawn: a rank counts the values strictly more common (ties share the
-  best rank), and the commonest list breaks ties by first appearance (time, then event id: a hash of the raw
-  record's id, not of pseudonymized text).
+  best rank), a reach counts the values tied with one, and the commonest list breaks ties by first appearance
+  (time, then event id: a hash of the raw record's id, not of pseudonymized text).
 """
 
 from __future__ import annotations
@@ -146,6 +146,21 @@ class Prevalence:
         counts = self.counts(kind, t, hidden) if counts is None else counts
         mine = self.count(kind, text, t, hidden)
         return 1 + sum(1 for key, n in counts.items() if n > mine and key != key_of(kind, text))
+
+    def reach(self, kind: str, text: str, t: float, n: int, hidden: Iterable[str] = (),
+              counts: dict[str, int] | None = None) -> float:
+        """The share of the lists of the `n` commonest values of `kind` at `t` that hold `text`, over every order
+        of the values tied with it (a guess cannot tell tied values apart without reading): 1 when the values
+        strictly more common leave room for its whole tie group, 0 when they fill the list, else the room left
+        over the size of the group. A value one document names, tied with forty others named once, is in 1 of
+        40 such lists, not in every one as its rank (ties share the best) would say."""
+        counts = self.counts(kind, t, hidden) if counts is None else counts
+        mine, me = self.count(kind, text, t, hidden), key_of(kind, text)
+        if not mine:
+            return 0.0
+        above = sum(1 for key, c in counts.items() if c > mine and key != me)
+        tied = 1 + sum(1 for key, c in counts.items() if c == mine and key != me)
+        return max(0.0, min(1.0, (n - above) / tied))
 
     def commonest(self, kind: str, t: float, n: int, hidden: Iterable[str] = (), exclude: Iterable[str] = ()
                   ) -> list[str]:

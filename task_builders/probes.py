@@ -389,7 +389,12 @@ def constants(drafts: list, ents: Entities | None = None) -> dict[str, object]:
     commonest type, priority, component, assignee, resolution over the tasks). Values tied among the tasks go by
     how common they are in the whole dataset (`Entities.values`: then by first appearance), what a policy that read
     the company's history would prefer; never by the alphabet of pseudonyms nor by the tasks' own order (which
-    would make the constant one task's answer). Without `ents`, a tied field has no constant."""
+    would make the constant one task's answer). Without `ents`, a tied field has no constant.
+    A field whose every value only one task gives has no commonest value among the tasks: any of them is right on
+    one task, a guess of 1 in n. Its constant is the dataset's commonest value (`Entities.values`, whether a task
+    has it or not), the same whichever tasks are kept: picking one of the tasks' own values would make `settle`
+    drop them one by one, each round's constant the answer of a task still kept, until none is left (a family of
+    two tasks, or of one, could never publish)."""
     counts: dict[str, Counter] = {}
     for d in drafts:
         for c in d.reference:
@@ -403,7 +408,10 @@ def constants(drafts: list, ents: Entities | None = None) -> dict[str, object]:
     for f, c in counts.items():
         n = max(c.values())
         tied = [v for v, k in c.items() if k == n]
-        if len(tied) == 1:
+        if n == 1:
+            if ents is not None and ents.values.get(f):
+                out[f] = ents.values[f][0]
+        elif len(tied) == 1:
             out[f] = tied[0]
         elif ents is not None:
             order = {v: i for i, v in enumerate(ents.values.get(f) or [])}

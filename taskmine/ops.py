@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from environments.sandbox import get_sandbox
+from environments.backends import get_sandbox
 from extractors import detect
 from extractors.base import says_where
 from graders import replay

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from environments.episode import Episode, tool_server
-from environments.sandbox import SandboxError, get_sandbox
+from environments.backends import get_sandbox
+from environments.sandbox import SandboxError
 from environments.tools import Result
 from graders import replay, verifier
 from publishing.loader import load_dataset

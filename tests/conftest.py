@@ -35,6 +35,29 @@ def docker_sandbox():
 
 
 @pytest.fixture(scope="session")
+def second_docker_host(docker_sandbox):
+    """A second Docker daemon on this machine, for the sandbox pool: a private dockerd (bench.dockerd: its own
+    data root, exec root, pid file and socket, no bridge) with the base image loaded into it by `docker save |
+    docker load`; stopped and deleted, with every container and image in it, at the end of the session. It needs
+    root: without it (or without dockerd) the test fails under TASKMINE_REQUIRE_DOCKER=1 and skips otherwise."""
+    from bench.dockerd import private_daemon
+    from environments.docker_cli import SandboxError, copy_image
+
+    daemon = private_daemon()
+    try:
+        url = daemon.__enter__()
+    except SandboxError as exc:
+        if os.environ.get("TASKMINE_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"{exc}, and TASKMINE_REQUIRE_DOCKER=1 requires a second daemon")
+        pytest.skip(str(exc))
+    try:
+        copy_image(docker_sandbox.base_image, None, url)
+        yield url
+    finally:
+        daemon.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
 def sample_company(tmp_path_factory):
     """The sample company at scale 1 (seed 0), written once per session; read-only for tests."""
     from sample.company import write_sample

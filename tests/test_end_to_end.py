@@ -116,7 +116,7 @@ def test_funnel_matches_the_ground_truth(pipeline):
     probes = sum(len(t.reference["probes"]) + len(t.reference.get("alternatives") or []) for t in tasks)
     from graders import baselines
 
-    with_baseline = sum(len(baselines.BASELINES.get(t.family, [])) for t in tasks)   # then each baseline of its
+    with_baseline = sum(len(baselines.of(t.family)) for t in tasks)   # then each baseline of its
     #                                                                                    family, once per valid task
     assert sum(v.run_kind.startswith("baseline:") for v in runs) == with_baseline
     assert len(runs) == 6 * len(tasks) + probes + with_baseline    # and each valid alternative once (alt:<name>)

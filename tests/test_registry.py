@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from importlib.metadata import entry_points
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 
-from core.registry import KINDS, Registry, registry
+from core.registry import KINDS, PLURALS, Registry, declared, registry
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_every_kind_lists_its_builtins():
@@ -22,6 +26,73 @@ def test_every_kind_lists_its_builtins():
         registry("widget")
 
 
+def test_the_installed_entry_points_are_the_ones_pyproject_declares():
+    """Built-ins are entry points of the project's own distribution: what is installed must be what pyproject.toml
+    says (an entry point added without installing again is invisible to every interpreter)."""
+    wanted = declared((REPO / "pyproject.toml").read_text())
+    for group, eps in wanted.items():
+        installed = {ep.name: ep.value for ep in entry_points(group=group) if ep.dist and ep.dist.name == "taskmine"}
+        assert installed == eps, f"{group}: installed entry points differ from pyproject.toml; run `uv sync --inexact`"
+    assert set(wanted) == {f"taskmine.{p}" for p in PLURALS.values()} and all(wanted.values())
+
+
+def test_every_builtin_is_an_entry_point_and_nothing_else_registers_one():
+    """No plug-in exists only because some module happened to be imported: every registered built-in comes from an
+    entry point (a `module:Object` under its own name, or a module of them)."""
+    wanted = declared((REPO / "pyproject.toml").read_text())
+    for kind in KINDS:
+        eps = wanted[f"taskmine.{PLURALS[kind]}"]
+        modules = {v for v in eps.values() if ":" not in v}
+        for name, r in registry(kind).all().items():
+            assert name in eps or r.obj.__module__ in modules, f"{kind} {name} is not an entry point"
+            if name in eps:
+                module, attr = eps[name].split(":")
+                assert (r.obj.__module__, r.obj.__qualname__) == (module, attr)
+
+
+def _site(tmp_path: Path, dist: str, entry_points_txt: str, modules: dict[str, str]) -> Path:
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    for name, code in modules.items():
+        (site / f"{name}.py").write_text(code)
+    info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(entry_points_txt)
+    return site
+
+
+def test_a_module_entry_point_registers_what_its_decorators_name_and_a_mismatch_is_an_error(tmp_path, monkeypatch):
+    reg = Registry("thing", "things", own=None)
+    monkeypatch.setitem(sys.modules, "tm_reg_things", reg)
+    site = _site(tmp_path, "acme-things", "[taskmine.things]\nmany = tm_many\nsolo = tm_solo:solo\n", {
+        "tm_many": "import sys\nreg = sys.modules['tm_reg_things']\n"
+                   "@reg.register('one')\ndef one():\n    return 1\n@reg.register('two')\ndef two():\n    return 2\n",
+        "tm_solo": "def solo():\n    return 3\n"})
+    monkeypatch.syspath_prepend(str(site))
+    assert {n: (r.obj(), r.origin) for n, r in reg.all().items()} == {
+        "one": (1, "entry-point:acme-things"), "two": (2, "entry-point:acme-things"),
+        "solo": (3, "entry-point:acme-things")}
+
+    bad = Registry("widget", "widgets", own=None)
+    monkeypatch.setitem(sys.modules, "tm_reg_widgets", bad)
+    (site / "tm_named.py").write_text("import sys\nreg = sys.modules['tm_reg_widgets']\n"
+                                      "@reg.register('gear')\ndef gear():\n    return 1\n")
+    info = site / "acme_widgets-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-widgets\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[taskmine.widgets]\ncog = tm_named:gear\n")
+    with pytest.raises(ValueError, match="entry point cog .* registered as 'gear': use one name"):
+        bad.all()
+
+
+def test_a_kind_without_the_projects_own_entry_points_says_to_install_it():
+    reg = Registry("family", "no-such-group")
+    with pytest.raises(RuntimeError, match=r"no taskmine.no-such-group entry points of the taskmine distribution: "
+                                           r"install the project \(`uv sync --inexact`"):
+        reg.all()
+
+
 def test_names_are_taken_once_and_unknown_names_say_what_exists():
     class Args(BaseModel):
         n: int
@@ -32,7 +103,7 @@ def test_names_are_taken_once_and_unknown_names_say_what_exists():
     def second():
         return 2
 
-    reg = Registry("thing", "things", ())
+    reg = Registry("thing", "things", own=None)
     one = reg.register("one", args=Args)(first)
     assert reg.get("one").obj is one and reg.get("one").args is Args
     with pytest.raises(ValueError, match="taken"):
@@ -79,22 +150,23 @@ def test_the_cli_lists_each_kind(plural, needle, tmp_path):
     assert r.returncode == 0 and needle in r.stdout, r.stderr
 
 
-def test_a_thread_asking_while_another_loads_the_builtins_waits_for_all_of_them(tmp_path, monkeypatch):
-    # the first builtin module, while it is imported, lets another thread ask for a plug-in the second module
+def test_a_thread_asking_while_another_loads_the_entry_points_waits_for_all_of_them(tmp_path, monkeypatch):
+    # the first entry point's module, while it is imported, lets another thread ask for a plug-in the second one
     # registers (code_change builds its candidates in a thread pool; the first grade of each loads the checks)
 
-    reg = Registry("thing", "things", ("tm_reg_first", "tm_reg_second"))
+    reg = Registry("thing", "things", own=None)
     asked: dict = {}
     monkeypatch.setitem(sys.modules, "tm_reg_registry", reg)
-    (tmp_path / "tm_reg_first.py").write_text(
-        "import sys, threading, time\nreg = sys.modules['tm_reg_registry']\nresult = sys.modules['tm_reg_asked']\n"
-        "def ask():\n    try:\n        result['obj'] = reg.get('late').obj\n    except KeyError as exc:\n"
-        "        result['error'] = str(exc)\n"
-        "t = threading.Thread(target=ask)\nt.start()\nresult['thread'] = t\ntime.sleep(0.3)\n")
-    (tmp_path / "tm_reg_second.py").write_text(
-        "import sys\nsys.modules['tm_reg_registry'].add('late', 'here', 'builtin:tm_reg_second')\n")
+    site = _site(tmp_path, "acme-slow", "[taskmine.things]\na = tm_reg_first\nb = tm_reg_second\n", {
+        "tm_reg_first": "import sys, threading, time\nreg = sys.modules['tm_reg_registry']\n"
+                        "result = sys.modules['tm_reg_asked']\n"
+                        "def ask():\n    try:\n        result['obj'] = reg.get('late').obj\n"
+                        "    except KeyError as exc:\n"
+                        "        result['error'] = str(exc)\n"
+                        "t = threading.Thread(target=ask)\nt.start()\nresult['thread'] = t\ntime.sleep(0.3)\n",
+        "tm_reg_second": "import sys\nsys.modules['tm_reg_registry'].add('late', 'here', 'builtin:tm_reg_second')\n"})
     monkeypatch.setitem(sys.modules, "tm_reg_asked", asked)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(site))
     for name in ("tm_reg_first", "tm_reg_second"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     assert reg.get("late").obj == "here"

@@ -18,7 +18,10 @@ Invariants:
   grades the tool-call probes in process (a probe that passes rejects the draft); validation replays every
   probe in the sandbox (graders.replay).
 - Families are plug-ins (core.registry, kind "family"; entry point group `taskmine.families`; see
-  `taskmine families list`).
+  `taskmine families list`). A family declares everything it is in its own module: the work items it wants
+  (`kinds`, and `mine` for a kind of its own), its settings (`Config`, the `[families.<name>]` table of
+  taskmine.toml), how it builds drafts (`build`), its probes (on its drafts, and `probe_max`), the tools its
+  agent is served (`tools`) and its retrieval baselines (`baselines`). Nothing else names it.
 """
 
 from __future__ import annotations
@@ -26,12 +29,12 @@ from __future__ import annotations
 import datetime as dt
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from core.config import DatasetConfig
+from core.config import DatasetConfig, FamilyConfig
 from core.registry import registry
 from environments import actions as A
 from environments.gitworld import Branches, GitWorldError, refs_at, verify_refs
@@ -48,6 +51,9 @@ from task_builders.probes import (
 )
 from warehouse.ids import content_hash
 from warehouse.schemas import Event, Rejection, Task, WorkItem
+
+if TYPE_CHECKING:
+    from task_builders.mining import Mining
 
 NGRAM = 8          # words in a shingle of a hidden text
 MAX_SHINGLES = 60  # shingles of one hidden text looked up in the world
@@ -100,11 +106,29 @@ REPO_TOOLS = ("git", "shell", "read_file", "list_files")   # reading a repositor
 
 class Family(ABC):
     name: str = ""
-    kinds: tuple[str, ...] = ("issue",)   # the work-item kinds it builds tasks from
+    # The work-item kinds it builds tasks from. The built-in kinds (task_builders.mining.MINERS: issue,
+    # email_reply, chat_answer, resolution) are mined for it; a kind of its own needs `mine`.
+    kinds: tuple[str, ...] = ("issue",)
+    Config: type[FamilyConfig] = FamilyConfig   # its settings: the [families.<name>] table of taskmine.toml
     probe_max: float | None = None        # the family's default probe threshold (None: the dataset's probe_max)
     # The tools an agent of the family is served (MCP, OpenEnv, Harbor): the reads and what the family's work
     # needs; None: every tool. A task's own list (world["tools"]) wins; a reference's tools are always in.
     tools: tuple[str, ...] | None = None
+    # Its retrieval baselines (graders.baselines): functions (task, view, worlds_dir) -> Baseline, each one run
+    # `baseline:<name>` per valid task; none: the family is reported as "no baseline".
+    baselines: tuple[Callable[..., Any], ...] = ()
+
+    def mine(self, m: Mining) -> Iterable[WorkItem]:
+        """Its work items from the dataset's anonymized events (`m`: task_builders.mining.Mining, with the helpers
+        a miner needs: events in time order, children, mentions, `item`, `skip`, `candidate`, `answer_of`). The
+        default mines its `kinds` with the built-in miners, each once per dataset however many families want it;
+        a family with a kind of its own overrides this."""
+        for kind in self.kinds:
+            yield from m.builtin(kind, self.name)
+
+    def settings(self, ctx: BuildContext) -> Any:
+        """Its settings for this dataset (an instance of its `Config`)."""
+        return ctx.config.family(self.name)
 
     @abstractmethod
     def build(self, ctx: BuildContext) -> Iterator[Draft | Rejection]:

@@ -8,6 +8,7 @@ when the real answer was posted there. Rubric: task_builders.families.communicat
 from __future__ import annotations
 
 from environments import actions as A
+from graders.baselines import nearest_chat_reply
 from graders.rubric import CheckSpec
 from task_builders.families import READ_TOOLS, BuildContext, register_family
 from task_builders.families.communication import Communication, Exchange, Tools, thread_addresses
@@ -21,6 +22,7 @@ class ChatAnswer(Communication):
 
     kinds = ("chat_answer",)
     tools = (*READ_TOOLS, "slack_post")
+    baselines = (nearest_chat_reply,)
     medium = "chat"
 
     def exchange(self, ctx: BuildContext, item: WorkItem, tools: Tools) -> Exchange | Rejection:

@@ -19,7 +19,7 @@ The task:
   verifier (graders.verifier) writes them after the agent's processes are dead.
 - environment: an image per (repository, dependency state) (environments.codeenv), named in
   `world["env"]`; the test sets are measured in it when the task is built (the parent with the fix's test
-  files, then the whole fix, `code_repeats` times each): FAIL_TO_PASS fail before and pass after in every
+  files, then the whole fix, `repeats` times each): FAIL_TO_PASS fail before and pass after in every
   run, PASS_TO_PASS (the other tests of the touched test modules) pass in every run, a test that varies is
   flaky and left out; no FAIL_TO_PASS test rejects the candidate with the reason.
 - rubric: `tests_resolved` (all or nothing) and `tests_fraction` (graders.code_checks), equal weights;
@@ -30,9 +30,10 @@ The task:
   test_patch, the files the verifier restores, the modules it runs, FAIL_TO_PASS, PASS_TO_PASS).
 
 Running the test sets needs a sandbox: `BuildContext.sandbox` (the tasks stage passes the run's); without
-one every candidate is rejected with that reason. `code_parallel` candidates are measured at once (each in
+one every candidate is rejected with that reason. `parallel` candidates are measured at once (each in
 its own session, limited to one CPU by the sandbox). Measurements are cached by content under
-`<world>/code/measure`, so a re-run of the stage runs nothing again.
+`<world>/code/measure`, so a re-run of the stage runs nothing again. Settings: `CodeChangeConfig`, the
+[families.code_change] table of taskmine.toml.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import Field, field_validator
+
+from core.config import FamilyConfig
 from environments import codeenv
 from environments.docker_cli import SandboxError
 from environments.gitworld import Branches, GitWorldError, git
@@ -106,20 +110,55 @@ class Candidate:
     raw_shas: list[str] = field(default_factory=list)
 
 
+class CodeChangeConfig(FamilyConfig):
+    """[families.code_change] of taskmine.toml (the flat `code_<key>` of earlier versions still reads)."""
+
+    python: str = ""                 # the tests' interpreter (the sandbox image has Debian's 3.11)
+    install: tuple[str, ...] = ()    # more to install for the tests (PyPI specifiers / npm packages)
+    requirements: tuple[str, ...] = ()   # the repository's own files of requirements
+    test: str = ""                   # test command; runs $TASKMINE_TESTS, writes JUnit XML to $TASKMINE_JUNIT
+                                     #   ("" = pytest, which also runs unittest tests)
+    timeout_s: float = Field(300.0, gt=0, le=3600)   # one run of the touched test modules
+    repeats: int = Field(3, ge=1, le=10)   # runs before and after the fix that decide FAIL_TO_PASS
+    ticketless: bool = True          # also fixing commits without a ticket ("Fix #974: ...")
+    max_candidates: int = Field(0, ge=0)   # measure at most this many (0: all; tickets first, then fixing commits
+                                           #   without one, newest first)
+    parallel: int = Field(2, ge=1, le=32)  # candidates measured at once (a sandbox session each)
+    legacy = {f"code_{k}": k for k in ("python", "install", "requirements", "test", "timeout_s", "repeats",
+                                       "ticketless", "max_candidates", "parallel")}
+
+    @field_validator("python")
+    @classmethod
+    def _python(cls, v: str) -> str:
+        if v and v != codeenv.IMAGE_PYTHON:
+            raise ValueError(f"python {v!r}: the sandbox image has Python {codeenv.IMAGE_PYTHON} only (Debian "
+                             f"bookworm); set \"{codeenv.IMAGE_PYTHON}\" or remove the key")
+        return v
+
+    @field_validator("test")
+    @classmethod
+    def _test(cls, v: str) -> str:
+        if v and "TASKMINE_JUNIT" not in v:
+            raise ValueError("test must write its JUnit XML report to $TASKMINE_JUNIT (results are read "
+                             "from the runner's report, never from its output)")
+        return v
+
+
 @register_family("code_change")
 class CodeChange(Family):
     """A repository before a fix and the problem -> a change that makes the fix's tests pass."""
 
     kinds = ("issue",)
+    Config = CodeChangeConfig
     probe_max = PROBE_MAX
     tools = (*READ_TOOLS, *REPO_TOOLS, "write_file")
 
     def build(self, ctx: BuildContext) -> Iterator[Draft | Rejection]:
         commits = {e.native_id: e for e in ctx.by_kind("commit")}
         cands: list[Candidate | Rejection] = list(self._ticketed(ctx, commits))
-        if ctx.config.code_ticketless:
+        if self.settings(ctx).ticketless:
             cands += list(self._ticketless(ctx, commits, cands))
-        limit = ctx.config.code_max_candidates
+        limit = self.settings(ctx).max_candidates
         taken = 0
         branches: dict[str, Branches] = {}
         todo: list[Candidate] = []
@@ -131,8 +170,8 @@ class CodeChange(Family):
             else:
                 taken += 1
                 todo.append(c)
-        # candidates are measured `code_parallel` at a time (each in its own sandbox session), in order
-        with ThreadPoolExecutor(max_workers=ctx.config.code_parallel) as pool:
+        # candidates are measured `parallel` at a time (each in its own sandbox session), in order
+        with ThreadPoolExecutor(max_workers=self.settings(ctx).parallel) as pool:
             yield from pool.map(lambda c: self._draft_or_reason(ctx, c, branches), todo)
 
     def _draft_or_reason(self, ctx: BuildContext, c: Candidate, branches: dict[str, Branches]) -> Draft | Rejection:
@@ -193,7 +232,7 @@ class CodeChange(Family):
                     ticketed: list[Candidate | Rejection]) -> Iterator[Candidate | Rejection]:
         linked = {s for i in ctx.items for s in i.attrs.get("fix_shas") or []}
         linked |= {s for c in ticketed if isinstance(c, Candidate) for s in c.raw_shas}
-        # newest first: under code_max_candidates the fixes measured are those most likely to run on today's
+        # newest first: under max_candidates the fixes measured are those most likely to run on today's
         # interpreter (on more-itertools every 2012-2018 fix either failed to import its tests on Python 3.11 or
         # was a style fix with no FAIL_TO_PASS test)
         for e in sorted(commits.values(), key=lambda e: (e.ts, e.native_id), reverse=True):
@@ -242,7 +281,7 @@ class CodeChange(Family):
                  if NODE_CODE.search(p) or PY_CODE.search(p)}
         detected = codeenv.detect(files_at_parent, lambda p: verifier.blobs(path, c.parent, [p]).get(p),
                                   prefer=next(iter(kinds)) if len(kinds) == 1 else None,
-                                  requirement_files=ctx.config.code_requirements)
+                                  requirement_files=self.settings(ctx).requirements)
         if detected.ecosystem is None:
             return self.reject(ctx, c.item, "no ecosystem detected", detected.reason)
         eco = detected.ecosystem
@@ -257,8 +296,9 @@ class CodeChange(Family):
             return self.reject(ctx, c.item, "the fix changes no test module", ", ".join(tests)[:300])
         if eco == "python":   # PASS_TO_PASS also over the test modules that import what the fix changes
             run = sorted(set(run) | set(importing_tests(path, c.parent, c.fix, code)))
-        if eco == "node" and not ctx.config.code_test:
-            return self.reject(ctx, c.item, "a Node project needs code_test in taskmine.toml",
+        if eco == "node" and not self.settings(ctx).test:
+            return self.reject(ctx, c.item, "a Node project needs a test command in taskmine.toml "
+                                            "([families.code_change] test)",
                                "the command that runs $TASKMINE_TESTS and writes JUnit XML to $TASKMINE_JUNIT")
         cutoff = _commit_time(path, c.fix) - dt.timedelta(seconds=1)
         if c.issues and min(i.ts for i in c.issues) > cutoff:
@@ -272,8 +312,8 @@ class CodeChange(Family):
         manifest = {p: (b or b"").decode("utf-8", "replace")
                     for p, b in verifier.blobs(path, c.parent, detected.sources).items()} if eco == "node" else {}
         env = codeenv.EnvSpec(ecosystem=eco, requirements=detected.requirements,
-                              install=tuple(ctx.config.code_install), test_command=ctx.config.code_test,
-                              python=ctx.config.code_python or codeenv.IMAGE_PYTHON, manifest=manifest)
+                              install=tuple(self.settings(ctx).install), test_command=self.settings(ctx).test,
+                              python=self.settings(ctx).python or codeenv.IMAGE_PYTHON, manifest=manifest)
         files_at_fix = [f for f in git(path, "ls-tree", "-r", "--name-only", "-z", c.fix).split("\0") if f]
         restore = sorted(p for p in files_at_fix if is_test(p, eco) or p.rsplit("/", 1)[-1] in verifier.CONFIG_NAMES)
         measured = self._measure(ctx, c, env, path, slug, changes, restore, run)
@@ -302,7 +342,7 @@ class CodeChange(Family):
         code_meta = {
             "repo": slug, "base_commit": c.parent, "fix_commit": c.fix, "ecosystem": eco,
             "restore": restore, "run": run, "FAIL_TO_PASS": sets.fail_to_pass, "PASS_TO_PASS": sets.pass_to_pass,
-            "flaky": sets.flaky, "broken_by_fix": sets.broken, "timeout_s": ctx.config.code_timeout_s,
+            "flaky": sets.flaky, "broken_by_fix": sets.broken, "timeout_s": self.settings(ctx).timeout_s,
             "patch": patch, "test_patch": test_patch, "problem_statement": statement, "statement_source": source,
             "created_at": _commit_time(path, c.fix).isoformat(), "measure_seconds": measured.seconds,
             "tickets": [i.native_id for i in c.issues],
@@ -322,9 +362,9 @@ class CodeChange(Family):
 
     def _measure(self, ctx: BuildContext, c: Candidate, env: codeenv.EnvSpec, path: Path, slug: str,
                  changes: dict[str, str], restore: list[str], run: list[str]) -> verifier.Measure | str:
-        repeats = ctx.config.code_repeats
+        repeats = self.settings(ctx).repeats
         key = content_hash("code-measure/2", env.key(), c.parent, c.fix, run, restore, repeats,
-                           ctx.config.code_timeout_s, ctx.sandbox.kind, verifier.runner_recipe())[:32]
+                           self.settings(ctx).timeout_s, ctx.sandbox.kind, verifier.runner_recipe())[:32]
         stored = ctx.world_root / "code" / "measure" / f"{key}.json"
         if stored.exists():
             m = verifier.Measure.from_json(json.loads(stored.read_text()))
@@ -341,7 +381,7 @@ class CodeChange(Family):
             Path(tmp).chmod(0o755)    # the sandbox's user reads it through a read-only mount
             _archive(path, c.parent, Path(tmp))
             m = verifier.measure(ctx.sandbox, image, Path(tmp), slug, env, cache, before, after, run, execs=execs,
-                                 repeats=repeats, timeout_s=ctx.config.code_timeout_s, restore=restore)
+                                 repeats=repeats, timeout_s=self.settings(ctx).timeout_s, restore=restore)
         stored.parent.mkdir(parents=True, exist_ok=True)
         stored.write_text(json.dumps(m.to_json(), sort_keys=True))
         return m.error or m

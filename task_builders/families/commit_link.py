@@ -4,11 +4,11 @@ Invariants:
 - The world's repositories are the dataset's anonymized histories without issue keys in commit messages
   (task_builders.world), so the answer cannot be found with `git log --grep KEY`; the reference is the
   fixing commit's SHA in that history.
-- The cutoff is `last fix + link_days`; the repository at the cutoff holds the fix (a draft whose fix is
-  not reachable then is rejected). Documents of the world that name the fixing commit by its SHA (a CI
-  bot's push notice, "fixed in 1a2b3c4") are withheld from the task's world, and their number recorded
-  (`withheld`); the hidden-facts check then proves the SHA (any 7-digit prefix) is nowhere else the agent
-  can read at the cutoff.
+- The cutoff is `last fix + days_after_fix` ([families.commit_link]); the repository at the cutoff holds
+  the fix (a draft whose fix is not reachable then is rejected). Documents of the world that name the fixing
+  commit by its SHA (a CI bot's push notice, "fixed in 1a2b3c4") are withheld from the task's world, and their
+  number recorded (`withheld`); the hidden-facts check then proves the SHA (any 7-digit prefix) is nowhere else
+  the agent can read at the cutoff.
 - The answer must take work: a fix whose files are named after the issue key (`git log --name-only | grep
   KEY` finds it), or whose subject repeats the issue summary (`git log --grep` on the summary finds it), is
   rejected with that reason.
@@ -20,9 +20,13 @@ import datetime as dt
 import re
 from collections.abc import Iterator
 
+from pydantic import Field
+
 from environments.actions import Answer
 from environments.gitworld import GitWorldError, git
+from graders.baselines import nearest_commit, title_grep
 from graders.rubric import CheckSpec, Rubric
+from core.config import FamilyConfig
 from task_builders.families import (
     READ_TOOLS,
     REPO_TOOLS,
@@ -45,11 +49,20 @@ def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z0-9]+", text.casefold()) if len(w) > 2}
 
 
+class CommitLinkConfig(FamilyConfig):
+    """[families.commit_link] of taskmine.toml."""
+
+    days_after_fix: float = Field(7.0, ge=0)   # the task's world is the company this long after the last fix
+    legacy = {"link_days": "days_after_fix"}
+
+
 @register_family("commit_link")
 class CommitLink(Family):
     """An issue and the repository days after its fix -> the SHA of the commit that fixed it."""
 
+    Config = CommitLinkConfig
     tools = (*READ_TOOLS, *REPO_TOOLS, "answer")
+    baselines = (nearest_commit, title_grep)
 
     def build(self, ctx: BuildContext) -> Iterator[Draft | Rejection]:
         commits = {e.native_id: e for e in ctx.by_kind("commit")}
@@ -103,12 +116,13 @@ class CommitLink(Family):
                 return self.reject(ctx, item, "the fix's subject repeats the issue summary",
                                    f"{len(summary & subject)} of {len(summary)} summary words in the subject")
         last = max(fixes, key=lambda c: c.ts)
-        cutoff = last.ts + dt.timedelta(days=ctx.config.link_days)
+        days = self.settings(ctx).days_after_fix
+        cutoff = last.ts + dt.timedelta(days=days)
         prompt = (
             f"Issue {key}: {issue.title}\n\n{(issue.body or '').strip()[:4000]}\n\n"
             f"This issue was fixed by a commit in the git repository at ~/{ctx.repos[repo]['slug']} (its history "
             "as it stood "
-            f"{ctx.config.link_days:g} days after the fix; commit messages do not name issue keys). The company's "
+            f"{days:g} days after the fix; commit messages do not name issue keys). The company's "
             f"tools (`company jira show {key}`, `company mail search ...`, `company slack search ...`) show the "
             "tracker, mail and chat as they were at that moment. Find the commit that fixed it and submit its "
             "SHA with: company answer --sha SHA"

@@ -54,6 +54,9 @@ FUTURE_ISSUES = 20       # issues filed after the cutoff whose keys a response m
 FUTURE_EVENTS = 10       # later messages of the thread whose facts a response must not state
 MIN_MENTIONS = 10        # facts a response may name before it counts as naming everything at once
 COMMON_SHARE = 0.5       # a fact named by this share of the world's documents at the cutoff is no evidence
+# ... nor is one that a short list of the commonest values of its kind holds in this share of the orders of its tie
+# group (a reply = its structure, a third of the points, + the facts; at a quarter, such a list averages 1/2)
+COMMON_REACH = 0.25
 SIGNATURE_LINES = 12     # closing lines of a mail compared with the author's other mails (Tools.without_signature)
 FOOTER_AUTHORS = 3       # closing lines that mails of this many other people end with too are a list's footer
 ACK = {
@@ -203,8 +206,10 @@ class Communication(Family):
         """The facts a guess states without reading the request (task_builders.prevalence): named by at least
         COMMON_SHARE of the world's documents at the cutoff (`pom.xml` on a Maven list), or among the commonest
         values of their kind, so that a list of them short enough to be credited (fewer than MIN_OTHERS wrong
-        values, graders.communication) holds them: rank <= MIN_OTHERS - 1 + the values of that kind the real
-        reply names. Such a fact is no evidence of an answer and is not graded."""
+        values, graders.communication: MIN_OTHERS - 1 + the values of that kind the real reply names) holds
+        them, in at least COMMON_REACH of the orders of the values tied with them (Prevalence.reach). Such a fact
+        is no evidence of an answer and is not graded. A value one document names, tied with the dozens of
+        others named once (a link in a small chat), is in few such lists: it stays gradable."""
         prev = tools.prevalence()
         t = ex.cutoff.timestamp()
         total = prev.documents(t)
@@ -219,8 +224,8 @@ class Communication(Family):
             n = prev.count(f.kind, value, t, ex.hidden_events)
             if not n:
                 continue
-            if n >= COMMON_SHARE * total or \
-                    prev.rank(f.kind, value, t, ex.hidden_events, counts=c) <= MIN_OTHERS - 1 + per_kind[f.kind]:
+            if n >= COMMON_SHARE * total or prev.reach(f.kind, value, t, MIN_OTHERS - 1 + per_kind[f.kind],
+                                                       ex.hidden_events, counts=c) >= COMMON_REACH:
                 out.append(f)
         return out
 

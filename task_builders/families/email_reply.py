@@ -10,6 +10,7 @@ four judge checks (task_builders.families.communication).
 from __future__ import annotations
 
 from environments import actions as A
+from graders.baselines import nearest_mail_reply
 from graders.rubric import CheckSpec
 from task_builders.families import READ_TOOLS, BuildContext, register_family
 from task_builders.families.communication import Communication, Exchange, Tools, roles, thread_addresses
@@ -25,6 +26,7 @@ class EmailReply(Communication):
 
     kinds = ("email_reply",)
     tools = (*READ_TOOLS, "mail_reply", "mail_send")
+    baselines = (nearest_mail_reply,)
     medium = "mail"
 
     def exchange(self, ctx: BuildContext, item: WorkItem, tools: Tools) -> Exchange | Rejection:

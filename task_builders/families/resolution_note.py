@@ -14,6 +14,7 @@ import re
 
 from environments import actions as A
 from graders import facts as F
+from graders.baselines import nearest_resolution
 from graders.rubric import CheckSpec
 from task_builders.families import READ_TOOLS, BuildContext, register_family
 from task_builders.families.communication import Communication, Exchange, Tools, thread_addresses
@@ -95,6 +96,7 @@ class ResolutionNote(Communication):
 
     kinds = ("resolution",)
     tools = (*READ_TOOLS, "jira_update", "jira_comment")
+    baselines = (nearest_resolution,)
     medium = "ticket"
 
     def exchange(self, ctx: BuildContext, item: WorkItem, tools: Tools) -> Exchange | Rejection:

@@ -3,7 +3,8 @@ triage, reconstructed from its changelog.
 
 Invariants:
 - The values "as filed" are the current values with every later changelog item undone; the values
-  "after triage" are the filed values with the changes made within `triage_window_days` applied.
+  "after triage" are the filed values with the changes made within `window_days` applied
+  ([families.ticket_triage] of taskmine.toml).
 - An issue with no triage change in its changelog is skipped with a reason, never guessed; so is one whose
   triage values are what it was filed with (nothing to decide), and every issue of an export that has no
   changelog at all (its reason says so: the team may well have triaged them).
@@ -19,8 +20,12 @@ import re
 from collections import defaultdict
 from collections.abc import Iterator
 
+from pydantic import Field
+
 from environments.actions import JiraUpdate
+from graders.baselines import nearest_issue
 from graders.rubric import CheckSpec, Rubric
+from core.config import FamilyConfig
 from task_builders.families import READ_TOOLS, WITHHELD_RECORD, BuildContext, Draft, Family, Probe, register_family
 from task_builders.probes import constants
 from warehouse.schemas import Event, Rejection
@@ -90,9 +95,19 @@ def triage_values(issue: Event, changes: list[Event], window: dt.timedelta) -> t
     return filed, after, n
 
 
+class TriageConfig(FamilyConfig):
+    """[families.ticket_triage] of taskmine.toml."""
+
+    window_days: float = Field(3.0, gt=0)   # changes this soon after filing count as triage
+    legacy = {"triage_window_days": "window_days"}
+
+
 @register_family("ticket_triage")
 class TicketTriage(Family):
     """An issue as filed -> the type, priority, components and assignee the team gave it."""
+
+    Config = TriageConfig
+    baselines = (nearest_issue,)
 
     # the rubric grades 2-4 independent fields from small vocabularies: a wrong answer (the nearest other
     # issue's triage, the values as filed) commonly shares the commonest type or priority, so half right is
@@ -106,7 +121,7 @@ class TicketTriage(Family):
         for e in ctx.by_kind("field_changed"):
             changes[e.thread_key].append(e)
         people = self._people(ctx)
-        window = dt.timedelta(days=ctx.config.triage_window_days)
+        window = dt.timedelta(days=self.settings(ctx).window_days)
         # an export without any changelog (Jira REST without `expand=changelog`, GitHub issues without their
         # events) cannot tell the values an issue was filed with from the ones it was triaged to
         no_changelog = not changes

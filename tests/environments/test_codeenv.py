@@ -100,7 +100,22 @@ def test_dataset_settings_are_checked_with_one_line_errors(tmp_path):
     with pytest.raises(ConfigError, match="code_timeout_s"):
         load_config(tmp_path)
     ok = DatasetConfig(code_python="3.11", code_install=("hypothesis",), code_test="jest --ci > $TASKMINE_JUNIT")
-    assert ok.code_install == ("hypothesis",)
+    assert ok.family("code_change").install == ("hypothesis",)      # the flat keys of earlier versions still read
+    # the family's own table: the same checks, errors naming the table's key
+    (tmp_path / "taskmine.toml").write_text('[families.code_change]\ntimeout_s = -1\n')
+    with pytest.raises(ConfigError, match=r"families\.code_change\.timeout_s: Input should be greater than 0"):
+        load_config(tmp_path)
+    (tmp_path / "taskmine.toml").write_text('[families.code_change]\npython = "3.9"\n')
+    with pytest.raises(ConfigError, match="3.11"):
+        load_config(tmp_path)
+    (tmp_path / "taskmine.toml").write_text('code_repeats = 2\n[families.code_change]\nrepeats = 4\n')
+    with pytest.raises(ConfigError, match="code_repeats and families.code_change.repeats are both set"):
+        load_config(tmp_path)
+    (tmp_path / "taskmine.toml").write_text('[families]\nenabled = ["code_change"]\n[families.code_change]\n'
+                                            'repeats = 4\ninstall = ["hypothesis<7"]\n')
+    config = load_config(tmp_path)
+    assert config.enabled() == ("code_change",) and config.family("code_change").repeats == 4
+    assert DatasetConfig(**config.model_dump(mode="json")) == config   # a run's snapshot reads back the same
 
 
 def _wheel(folder, name="tinydep", version="1.0"):

@@ -191,5 +191,49 @@ def test_prune_removes_the_images_of_worlds_no_task_uses(docker_sandbox, tmp_pat
         docker("rmi", *worlds.values(), check=False)
 
 
+@pytest.mark.docker
+def test_prune_keeps_a_base_another_taskmine_built_lately(docker_sandbox, tmp_path, monkeypatch):
+    """Another checkout or version of taskmine on the same daemon has another base recipe, current for it and
+    in use now: a run here (or a test session's clean-up) must not remove it; a recipe nobody built for a day
+    goes. Before, every run removed every other recipe at once, and a concurrent run's tasks all failed as
+    infra (the base vanished between two of its containers)."""
+    import tarfile
+    import uuid
+
+    from environments import images
+
+    other = f"taskmine-base:pytest-{uuid.uuid4().hex[:12]}"
+    empty = tmp_path / "empty.tar"
+    with tarfile.open(empty, mode="w"):
+        pass
+    with open(empty, "rb") as f:
+        docker("import", "-", other, stdin=f)
+    try:
+        home = sb.home_label(tmp_path / "home")
+        assert other not in images.prune_task_images(home, set())
+        assert sb.image_id(other) is not None
+        monkeypatch.setattr(images, "BASE_GRACE_S", -1)      # as if it were built long ago
+        assert other in images.prune_task_images(home, set())
+        assert sb.image_id(other) is None
+        assert sb.image_id(docker_sandbox.base_image) is not None    # the current recipe stays
+    finally:
+        docker("rmi", other, check=False)
+
+
+@pytest.mark.docker
+def test_a_base_that_vanished_during_a_run_is_built_again(docker_sandbox, monkeypatch):
+    """A sandbox that chose its base checks it at every use: a base removed under it (`docker image prune -a`,
+    another taskmine) is built again rather than every later container failing to start."""
+    box = sb.DockerSandbox(image_labels=docker_sandbox.image_labels)
+    built = []
+    monkeypatch.setattr(sb, "ensure_base_image", lambda: built.append(1) or docker_sandbox.base_image)
+    assert box.base_image == docker_sandbox.base_image and len(built) == 1
+    assert box.base_image == docker_sandbox.base_image and len(built) == 1       # there: no rebuild
+    box._base = "taskmine-base:pytest-removed-meanwhile"                          # as if removed since
+    assert box.base_image == docker_sandbox.base_image and len(built) == 2
+    given = sb.DockerSandbox("taskmine-base:pytest-given-and-absent")             # an image the caller named
+    assert given.base_image == "taskmine-base:pytest-given-and-absent"
+
+
 def test_local_sandbox_prunes_nothing():
     assert LocalSandbox().prune(set()) == []

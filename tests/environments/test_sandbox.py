@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from environments import images, sandbox
+from environments import backends, images, sandbox
 from environments.docker_cli import SandboxError, docker
-from environments.sandbox import DockerSandbox, LocalSandbox, Mount, get_sandbox
+from environments.backends import get_sandbox
+from environments.sandbox import DockerSandbox, LocalSandbox, Mount
 
 
 @pytest.fixture
@@ -92,14 +93,15 @@ def test_bad_env_is_refused(world):
 
 
 def test_get_sandbox_kinds(monkeypatch):
-    monkeypatch.setattr(sandbox, "daemon_answers", lambda timeout=2.0: False)
+    monkeypatch.setattr(backends, "daemon_answers", lambda timeout=2.0: False)
     assert isinstance(get_sandbox("local"), LocalSandbox)
     assert isinstance(get_sandbox("auto"), LocalSandbox)
     with pytest.raises(SandboxError, match="no Docker daemon answers"):
         get_sandbox("docker")
     with pytest.raises(ValueError):
-        get_sandbox("kubernetes")
-    monkeypatch.setattr(sandbox, "daemon_answers", lambda timeout=2.0: True)
+        get_sandbox("nomad")
+    assert get_sandbox("kubernetes").kind == "kubernetes"   # registered; it reaches no cluster until a session
+    monkeypatch.setattr(backends, "daemon_answers", lambda timeout=2.0: True)
     assert isinstance(get_sandbox("auto"), DockerSandbox)
 
 

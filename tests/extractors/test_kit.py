@@ -17,15 +17,27 @@ def _env(path: Path) -> dict:
     return {**os.environ, "PYTHONPATH": str(path)}
 
 
+def install_metadata(tree: Path) -> None:
+    """What installing `tree` registers, without installing it: a dist-info of the taskmine distribution whose
+    entry_points.txt is its pyproject.toml's tables (as a build backend writes it). First on sys.path, it is the
+    one importlib.metadata reads."""
+    from core.registry import declared
+
+    dist = tree / "taskmine-0.1.0.dist-info"
+    dist.mkdir(exist_ok=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: taskmine\nVersion: 0.1.0\n")
+    tables = declared((tree / "pyproject.toml").read_text())
+    (dist / "entry_points.txt").write_text("".join(
+        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) + "\n" for group, eps in tables.items()))
+
+
 def test_scaffolded_connector_passes_its_contract_out_of_the_box(tmp_path):
     shutil.copytree(REPO / "extractors", tmp_path / "extractors", ignore=shutil.ignore_patterns("__pycache__"))
-    (tmp_path / "core").mkdir()
-    shutil.copy(REPO / "core" / "registry.py", tmp_path / "core" / "registry.py")
-    (tmp_path / "core" / "__init__.py").write_text("")
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     written = scaffold("helpdesk_csv", tmp_path)
-    assert {p.name for p in written} == {"helpdesk_csv.py", "test_helpdesk_csv_extractor.py",
-                                         "sample.helpdesk_csv.jsonl", "registry.py"}
-    assert '"extractors.helpdesk_csv",' in (tmp_path / "core" / "registry.py").read_text()
+    assert {p.name for p in written} == {"helpdesk_csv.py", "test_helpdesk_csv_extractor.py", "pyproject.toml"}
+    assert 'helpdesk_csv = "extractors.helpdesk_csv:HelpdeskCsvExtractor"' in (tmp_path / "pyproject.toml").read_text()
+    install_metadata(tmp_path)
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
                         str(tmp_path / "tests" / "extractors" / "test_helpdesk_csv_extractor.py")],
                        capture_output=True, text=True, env=_env(tmp_path), cwd=tmp_path, timeout=300)
@@ -33,8 +45,24 @@ def test_scaffolded_connector_passes_its_contract_out_of_the_box(tmp_path):
     assert " passed" in r.stdout and "failed" not in r.stdout
     with pytest.raises(ScaffoldError, match="exists already"):
         scaffold("jira_json", tmp_path)
+    with pytest.raises(ScaffoldError, match="exists already"):      # declared, though not installed yet
+        scaffold("helpdesk_csv", tmp_path)
     with pytest.raises(ScaffoldError, match="not a usable name"):
         scaffold("Bad-Name", tmp_path)
+
+
+def test_a_connector_without_its_entry_point_fails_its_contract_with_the_fix(tmp_path):
+    shutil.copytree(REPO / "extractors", tmp_path / "extractors", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    scaffold("helpdesk_csv", tmp_path)
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")      # the entry point line is lost
+    install_metadata(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
+                        str(tmp_path / "tests" / "extractors" / "test_helpdesk_csv_extractor.py"),
+                        "-k", "registered"], capture_output=True, text=True, env=_env(tmp_path), cwd=tmp_path,
+                       timeout=300)
+    assert r.returncode == 1, r.stdout[-2000:]
+    assert "taskmine.extractors" in r.stdout and "pyproject.toml" in r.stdout
 
 
 THIRD_PARTY = '''

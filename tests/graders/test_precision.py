@@ -116,3 +116,33 @@ def test_prevalence_ranks_what_most_documents_name(world):
     hidden = [events()[-1].event_id]
     assert prev.count("file", "search/indexer.py", t, hidden) == 0
     assert prev.count("file", "search/indexer.py", T0.timestamp()) == 0
+
+
+def test_a_link_named_once_among_many_is_no_common_fact():
+    """Ties share the best rank, but a short list of the commonest links holds a link named once only in the
+    orders of its tie group that put it first: one of a dozen links named once stays gradable (a small chat's
+    links, issue 18's rule once left none of them), the link most messages name is common, and so is a link
+    named once beside one other, when a list has room for both."""
+    from types import SimpleNamespace
+
+    from task_builders.families.chat_answer import ChatAnswer
+    from task_builders.prevalence import Prevalence
+
+    sites = [f"https://docs{i}.team.example/guide" for i in range(12)]
+    once = [chat(i, PEOPLE[i % len(PEOPLE)], f"have a look at {url} for the setup", i) for i, url in enumerate(sites)]
+    wiki = [chat(20 + i, PEOPLE[i], "the wiki is at https://wiki.team.example/start as usual", 20 + i)
+            for i in range(3)]
+    cutoff = T0 + dt.timedelta(hours=2)
+    ex = SimpleNamespace(cutoff=cutoff, hidden_events=[])
+
+    def common(evs, url: str) -> bool:
+        prev = Prevalence.of(evs)
+        fact = F.Fact("url", url)
+        return bool(ChatAnswer().common_facts(SimpleNamespace(prevalence=lambda: prev), ex, [fact], [fact]))
+
+    assert not common(once + wiki, sites[5])   # a list of 3 links holds it in 2 of 12 orders of its tie group
+    assert common(once + wiki, "https://wiki.team.example/start")   # the commonest link
+    assert common(once[:2] + wiki, sites[1])   # one of two links named once: a list of three holds both
+    prev, t = Prevalence.of(once + wiki), cutoff.timestamp()
+    assert prev.rank("url", sites[5], t) == 2 and prev.reach("url", sites[5], t, 3) == 2 / 12
+    assert prev.reach("url", sites[5], t, 1) == 0.0 and prev.reach("url", "https://none.example/", t, 3) == 0.0

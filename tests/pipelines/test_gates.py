@@ -18,6 +18,7 @@ from core.config import DatasetConfig
 from pipelines.assets import datasets
 from pipelines.automation import daily_changed_datasets
 from pipelines.definitions import defs
+from graders.stages import nothing_valid
 from pipelines.errors import ERROR_TAG
 from publishing.stages import PublishRefused
 from taskmine import flow
@@ -150,7 +151,8 @@ def test_a_little_residue_is_withheld_and_the_run_goes_on(taskmine_env, sample_c
 
 def test_publish_refuses_when_nothing_is_valid(taskmine_env):
     store = Store(taskmine_env)
-    refused = r"no task was built from it \(see the funnel and the rejections table\); nothing published$"
+    refused = r"no task was built from it: no work item is a candidate of an enabled family \(see the funnel\); " \
+              r"nothing published$"
     with pytest.raises(PublishRefused, match=refused):
         flow.run(flow.context(store, "empty", config=DatasetConfig()), "published_dataset")
     pub = _published(taskmine_env, "empty")
@@ -176,3 +178,42 @@ def test_the_instance_has_no_community_modal_and_keeps_user_settings(tmp_path, m
     (tmp_path / "old" / "dagster" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     assert not DagsterInstance.from_config(str(dagster_home())).nux_enabled
     assert (tmp_path / "old" / "dagster" / "dagster.yaml").read_text().startswith("telemetry:\n  enabled: false\n")
+
+
+def test_a_dataset_with_nothing_valid_says_why_in_one_line(taskmine_env):
+    """A dataset whose every candidate was rejected (a chat whose answers have no fact to grade, without a model)
+    or whose every task failed validation stops with one line that names the commonest reasons and their
+    counts, not only where to look."""
+    import datetime as dt
+
+    from warehouse.schemas import Rejection, Task, Validation
+
+    store = Store(taskmine_env)
+    store.replace("rejections", "chat", [
+        Rejection(dataset="chat", stage="candidates", family="chat_answer", subject_id=f"q{i}",
+                  reason="too few gradable facts and no model for judge checks" if i < 5 else "no channel")
+        for i in range(6)] + [Rejection(dataset="chat", stage="work_items", family="chat_answer", subject_id="w",
+                                        reason="no reply")])
+    why = nothing_valid(store, "chat")
+    assert why == ("no task was built from it: all 6 candidates rejected (5 chat_answer: too few gradable facts and "
+                   "no model for judge checks, 1 chat_answer: no channel; see the rejections table)")
+    with pytest.raises(PublishRefused) as refused:
+        flow.run(flow.context(store, "chat", config=DatasetConfig()), "published_dataset")
+    assert str(refused.value) == f"chat: {why}; nothing published"
+
+    t0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    tasks = [Task(task_id=f"t{i}", dataset="mail", family="email_reply", item_id=f"i{i}", prompt="p", cutoff=t0,
+                  world={}, world_hash="w", reference={}, rubric={}) for i in range(3)]
+    store.replace("tasks", "mail", tasks)
+    runs = [Validation(validation_id=f"{t.task_id}{kind}", task_id=t.task_id, dataset="mail", run_kind=kind, attempt=0,
+                       score=score, duration_s=0.1, sandbox="local")
+            for t in tasks for kind, score in (("oracle", 1.0), ("null", 0.0),
+                                               ("probe:listing_url", 0.75 if t.task_id != "t2" else 0.0))]
+    runs = [r.model_copy(update={"score": 0.5}) if r.task_id == "t2" and r.run_kind == "oracle" else r for r in runs]
+    store.replace("validations", "mail", runs)
+    assert nothing_valid(store, "mail") == ("none of its 3 tasks passed validation (2 probe passes: listing_url "
+                                                 "scored, 1 oracle scored; see the rejections table)")
+    store.replace("validations", "mail", [r.model_copy(update={"score": 0.0}) if r.run_kind.startswith("probe")
+                                          else r.model_copy(update={"score": 1.0}) if r.run_kind == "oracle" else r
+                                          for r in runs])
+    assert nothing_valid(store, "mail") is None

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from privacy.anonymize import Anonymizer, Scrubber, Vault, company_domains, discover
-from privacy.identity import Person, persons, resolve
-from privacy.names import Vocabulary, name_use, person_evidence
+from privacy.identity import Person, is_bot, persons, resolve
+from privacy.names import Vocabulary, introduced, name_use, ordinary_account, person_evidence, team_name
 from privacy.ner import Found
 from warehouse.ids import event_id
 from warehouse.schemas import Event
@@ -74,6 +74,57 @@ def test_name_use(text, word, role, used):
 ])
 def test_an_ner_hit_needs_evidence(words, cue, accepted):
     assert bool(person_evidence(words.split(), Vocabulary(), cue)) is accepted
+
+
+@pytest.mark.parametrize("words, accepted", [
+    ("Oyelaran B. Thistlethwaite", True),      # on no list of names, but written with a middle initial
+    ("Vantreight Q Oyelowo", True),            # ... without its period
+    ("Oyelaran Thistlethwaite", False),        # no initial, no list, no cue: nothing says person
+    ("Keystone R. Ratings", False),            # an ordinary word: a firm, not a person
+    ("Oyelaran B.", False),                    # an initial last is no surname
+])
+def test_a_middle_initial_is_evidence_of_a_person_whatever_the_lists(words, accepted):
+    assert bool(person_evidence(words.split(), Vocabulary())) is accepted
+
+
+@pytest.mark.parametrize("text, name, cue", [
+    ("Ndubuisi Okparaeke, a spokesman for the pipeline, said", "Ndubuisi Okparaeke", True),
+    ("Siddhartha Pettigrew, who heads\nthe state consumer office", "Siddhartha Pettigrew", True),
+    ("Vantreight Oyelowo, 41, an engineer", "Vantreight Oyelowo", True),
+    ("Rate case filed\n\nBy Lavrentiy Kwiecinski and Oyelaran Brandt\nCorrespondent", "Lavrentiy Kwiecinski",
+     True),
+    ("Rate case filed\n\nBy Lavrentiy Kwiecinski and Oyelaran Brandt\nCorrespondent", "Oyelaran Brandt", True),
+    ("Keystone Ratings, an agency in Ohio, said", "Keystone Ratings", True),  # a cue; the evidence rules refuse it
+    ("Revenue rose by Ndubuisi Okparaeke accounts", "Ndubuisi Okparaeke", False),   # "by" inside a sentence
+    ("We met Ndubuisi Okparaeke, and then left", "Ndubuisi Okparaeke", False),
+])
+def test_news_introduces_a_person_in_a_byline_or_an_apposition(text, name, cue):
+    at = text.index(name)
+    assert introduced(text, at, at + len(name)) is cue
+    v = Vocabulary()
+    if cue:  # names on no list, introduced: a person; a firm's ordinary words stay refused
+        assert bool(person_evidence(name.split(), v, cue=True)) is (name != "Keystone Ratings")
+
+
+@pytest.mark.parametrize("name, account, team", [
+    ("Grant Administration", True, True),      # a given name first, then a function: a team's mailbox
+    ("Summer Interns", True, True),
+    ("Credit Settlements", True, True),
+    ("Risk Desk", True, True),
+    ("Fix Please", True, False),               # a person's account of ordinary words: replaced as an account
+    ("Mark Wood", False, False),               # a given name and a surname that are words: a person
+    ("Will Power", False, False),
+    ("Bill Street", False, False),
+    ("Ken Lay", False, False),                 # a surname that is a word, on the lists
+    ("Rick Buy", False, False),                # ... or on none, but shaped like no group's noun
+    ("Carol Singing", False, False),           # "-ing" words are surnames too ("Browning"): no group's noun
+    ("Faith Mission", False, False),
+])
+def test_a_team_mailbox_is_no_person_and_a_person_with_word_names_stays_one(name, account, team):
+    v = Vocabulary()
+    assert ordinary_account(name.split(), v) is account
+    assert team_name(name.split(), v) is team
+    assert is_bot(name) is team
 
 
 class FakeNer:

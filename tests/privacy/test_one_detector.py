@@ -235,3 +235,43 @@ def test_a_pseudonym_the_last_pass_gave_is_never_replaced_again():
     pseudonym = anonymizer(STEVEN)._late_person("Orville Brandquist")  # the same salt: the same pseudonym
     settled, _ = anon.settle_people([anon.event(raw)], FakeNer(["Orville Brandquist", pseudonym]), set())
     assert pseudonym in settled[0].body and "[PERSON]" not in settled[0].body
+
+
+def test_people_news_introduces_are_replaced_though_no_list_knows_their_names():
+    """Forwarded news names people no list of names knows: a middle initial, a byline or an apposition ("X, a
+    spokesman for ...", "X, who heads ...") is the evidence; a later mention of the surname alone goes too."""
+    article = ("Pipeline seeks rate increase\n\nBy Lavrentiy Kwiecinski\nCorrespondent\n\n"
+               "Ndubuisi Okparaeke, a spokesman for the pipeline, said the increase was needed.\n\n"
+               "Oyelaran B. Thistlethwaite said shippers would contest it. Siddhartha Pettigrew, who heads\n"
+               "the consumer office, called it a wish list.")
+    reply = "The Okparaeke quote is useful. I would not cite Pettigrew; ask Thistlethwaite instead."
+    names = ["Lavrentiy Kwiecinski", "Ndubuisi Okparaeke", "Oyelaran B. Thistlethwaite", "Siddhartha Pettigrew"]
+    events = [Event(event_id=f"e{i}", dataset="d", source="mail", kind="email", native_id=str(i), ts=T0, body=b)
+              for i, b in enumerate((article, reply))]
+    found = discover(events, FakeNer(names))
+    assert set(names) <= set(found.outsiders), found.candidates
+    anon = Anonymizer([], Vault(Path(os.devnull), "salt", "corp-test.example", {}), outsiders=found.outsiders,
+                      lower=found.lower)
+    for text in (article, reply):
+        out = replaced_and_clean(anon, text, "Kwiecinski", "Okparaeke", "Thistlethwaite", "Pettigrew", "Ndubuisi")
+        assert "shippers would contest" in out or "quote is useful" in out
+
+
+def test_a_team_mailbox_keeps_its_name_and_its_words():
+    """A team's or a function's mailbox ("Summer Interns", "Credit Settlements"; a first word that is also a
+    given name changes nothing) is nobody's: its name and its words stay in prose and on routing lines, while a
+    person's account of ordinary words ("Fix Please") is still replaced as an account."""
+    anon = anonymizer(STEVEN, ("mail:summer.interns@acme.example", "Summer Interns", "summer.interns@acme.example"),
+                      ("mail:credit.settlements@acme.example", "Credit Settlements",
+                       "credit.settlements@acme.example"),
+                      ("mail:grant.admin@acme.example", "Grant Administration", "grant.admin@acme.example"),
+                      ("jira:fixplease", "Fix Please", None, "fixplease"))
+    assert {p.names for p in anon.people} == {("Steven Halvard",), ("Fix Please",)}
+    for text in ("Please copy Credit Settlements on every confirmation.",
+                 "To: Summer Interns\ncc: Grant Administration/HOU/ACME@ACME, Steven Halvard/HOU/ACME@ACME",
+                 "The summer interns' lunch is at noon. Grant administration staff will join.",
+                 "Manager, Grant Administration Support"):
+        out = anon.scrub(text)
+        assert out == text.replace("Steven Halvard", anon.pseudonym(STEVEN[0]).full_name), out
+        assert Rules.of(anon).spans(out) == []
+    assert "Fix Please" not in anon.scrub("Closed by Fix Please yesterday")

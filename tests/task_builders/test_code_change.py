@@ -234,3 +234,19 @@ def test_prune_keeps_the_environments_current_tasks_name(built, tmp_path):
     removed = sandbox.prune({task.world_hash, task.world["env"]["key"]})
     assert tag in removed and image_id(tag) is None
     assert image_id(mine_tag) is not None
+
+
+def test_the_sealed_verifier_runs_on_a_daemon_that_cannot_see_our_files(built, second_docker_host):
+    """A remote Docker host (files="copy", tests/environments/test_pool.py): the environment image is built on
+    that daemon, the git view copied in and the tool socket relayed; the oracle still scores 1.0 and the null 0
+    through the sealed runner, and nothing of this machine is mounted into the container."""
+    from environments.docker_cli import image_id
+    from environments.sandbox import DockerSandbox
+
+    task = the_task(built)
+    remote = DockerSandbox(host=second_docker_host, files="copy", image_labels=built["sandbox"].image_labels)
+    oracle = replay.run_once(task, built["worlds"], remote, "oracle", replay.oracle_command(task))
+    assert (oracle.sandbox, oracle.error_class, oracle.score) == ("docker", None, 1.0), oracle.message
+    assert image_id(oracle.image_digest or "", host=second_docker_host) is not None
+    null = replay.run_once(task, built["worlds"], remote, "null", replay.NULL_COMMAND)
+    assert (null.error_class, null.score) == (None, 0.0), null.message
