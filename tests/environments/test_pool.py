@@ -85,9 +85,10 @@ def test_sandbox_hosts_in_taskmine_toml_are_checked_when_it_is_read(tmp_path):
     assert "\n" not in str(err.value) and "sandbox_hosts" in str(err.value) and "needs its port" in str(err.value)
 
 
-def test_taskmine_run_refuses_a_bad_host_before_any_work(taskmine_env, tmp_path, capsys):
+def test_taskmine_run_refuses_a_bad_host_before_any_work(taskmine_env, tmp_path, capsys, monkeypatch):
     from pipelines.cli import main
 
+    monkeypatch.setenv(HOSTS_ENV, "")   # the CLI writes its --sandbox-hosts here: undone after the test
     (tmp_path / "exports").mkdir()
     rc = main(["run", "--exports", str(tmp_path / "exports"), "--sandbox-hosts", "tcp://build-2"])
     err = capsys.readouterr().err.strip()
