@@ -1,11 +1,11 @@
 """A private Docker daemon on this machine: a second host for the sandbox pool (its tests, `taskmine bench pool`).
 
 `private_daemon()` starts `dockerd` as root with everything of its own (data root, exec root and so its own
-containerd, pid file, a Unix socket in a fresh folder under /tmp), no bridge network (`--bridge none`: sandbox
-containers run with --network none anyway) and no iptables or masquerading rules, so it touches nothing of the
-machine's own daemon. It yields the daemon's DOCKER_HOST URL; on exit it removes the daemon's containers, stops
-it (SIGTERM, then SIGKILL), unmounts anything it left mounted under its folder and deletes the folder (its images
-go with it).
+containerd, pid file, a Unix socket in a fresh folder under /tmp), a bridge interface of its own (never
+`--bridge none`, which deletes the machine's docker0; sandbox containers run with --network none anyway) and no
+iptables or masquerading rules, so it touches nothing of the machine's own daemon. It yields the daemon's
+DOCKER_HOST URL; on exit it removes the daemon's containers, stops it (SIGTERM, then SIGKILL), unmounts anything
+it left mounted under its folder, deletes the folder (its images go with it) and its bridge.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ def private_daemon(timeout: float = START_TIMEOUT_S) -> Iterator[str]:
         raise SandboxError("dockerd is not installed; install docker.io, or name a second daemon with --hosts")
     root = Path(tempfile.mkdtemp(prefix="tm-dockerd-", dir="/tmp"))   # short: socket paths have ~100 bytes
     url = f"unix://{root / 'docker.sock'}"
+    bridge = _own_bridge(root)
     argv = [exe, "--data-root", str(root / "data"), "--exec-root", str(root / "x"), "--pidfile", str(root / "pid"),
-            "-H", url, "--bridge", "none", "--iptables=false", "--ip-masq=false", "--log-level", "warn"]
+            "-H", url, "--bridge", bridge or "none", "--iptables=false", "--ip-masq=false", "--log-level", "warn"]
     log = root / "dockerd.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -53,6 +54,24 @@ def private_daemon(timeout: float = START_TIMEOUT_S) -> Iterator[str]:
         yield url
     finally:
         _stop(proc, url, root)
+        if bridge:
+            subprocess.run(["ip", "link", "delete", bridge], check=False, capture_output=True)
+
+
+def _own_bridge(root: Path) -> str | None:
+    """A bridge interface of the private daemon's own (removed after it). Not `--bridge none`: a dockerd whose
+    bridge is disabled deletes the machine's `docker0` when it starts, and the machine's daemon then fails every
+    `docker build` step that runs a command. None (and `none`, with that risk) when `ip` cannot make one."""
+    if shutil.which("ip") is None:
+        return None
+    name = "tmbr" + "".join(c for c in root.name if c.isalnum())[-8:]
+    net = f"10.231.{os.getpid() % 250}.1/24"
+    for cmd in (["link", "add", "name", name, "type", "bridge"], ["addr", "add", net, "dev", name],
+                ["link", "set", name, "up"]):
+        if subprocess.run(["ip", *cmd], check=False, capture_output=True).returncode != 0:
+            subprocess.run(["ip", "link", "delete", name], check=False, capture_output=True)
+            return None
+    return name
 
 
 def _stop(proc: subprocess.Popen, url: str, root: Path) -> None:

@@ -38,6 +38,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import threading
 import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -47,6 +48,18 @@ from pathlib import Path
 from environments.docker_cli import SandboxError, current_host, docker, image_id, using
 from environments.images import _locked, _normalized, _walk, stale_images
 from warehouse.ids import content_hash
+
+# CPython 3.11 before 3.11.8 (gh-106905) keeps the AST constructor's recursion depth in per-interpreter
+# state, so two threads parsing at once raise "SystemError: AST constructor recursion depth mismatch".
+# Code tasks are drafted on a thread pool; every parse of repository source goes through this one lock.
+_AST_LOCK = threading.Lock()
+
+
+def parse_python(source: str) -> ast.Module:
+    """ast.parse under the process-wide lock (see above). Raises SyntaxError/ValueError as ast.parse does."""
+    with _AST_LOCK:
+        return ast.parse(source)
+
 
 # The interpreter of the sandbox's base image (Debian bookworm's python3). Another version needs another
 # base image: `python` of [families.code_change] in taskmine.toml is checked against this.
@@ -148,7 +161,7 @@ def _requirements_file(paths: set[str], read, path: str, seen: set[str]) -> list
 def _setup_py(text: str) -> list[str]:
     """install_requires / tests_require / extras_require[test] of a setup.py, when they are literals."""
     try:
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except SyntaxError:
         return []
     out: list[str] = []

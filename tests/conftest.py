@@ -9,6 +9,7 @@ it built at the end.
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -93,3 +94,20 @@ def llm_standin():
     server = StandIn()
     yield server
     server.close()
+
+
+_TEST_MODULE = re.compile(r"(^|\.)(test_\w+|conftest)$|^tests\.")
+
+
+@pytest.fixture(autouse=True)
+def _plug_ins_registered_by_a_test_leave_with_it():
+    """A test that registers a check/family/... of its own (a decorator in its body) takes it away again, so the
+    registries the next test sees hold the project's plug-ins and nothing a test module left behind."""
+    from core.registry import REGISTRIES
+
+    before = {kind: set(reg._items) for kind, reg in REGISTRIES.items()}
+    yield
+    for kind, reg in REGISTRIES.items():
+        for name in set(reg._items) - before.get(kind, set()):
+            if _TEST_MODULE.search(getattr(reg._items[name].obj, "__module__", "") or ""):
+                del reg._items[name]

@@ -517,7 +517,7 @@ def _test_sources(repo: Path, fix: str, test_ids: list[str]) -> dict[str, str]:
         file, names = parts[0], [re.sub(r"\[.*$", "", n) for n in parts[1:]]
         if file not in trees:
             try:
-                trees[file] = ast.parse(texts.get(file, ""))
+                trees[file] = codeenv.parse_python(texts.get(file, ""))
             except SyntaxError:
                 trees[file] = None
         node: ast.AST | None = trees[file]
@@ -587,7 +587,7 @@ def module_names(path: str, files: set[str]) -> list[str]:
 
 def _imports(source: str) -> set[str]:
     try:
-        tree = ast.parse(source)
+        tree = codeenv.parse_python(source)
     except (SyntaxError, ValueError):
         return set()
     out: set[str] = set()

@@ -196,9 +196,9 @@ def test_docker_timeout_removes_the_container(docker_sandbox, world):
     names = []
 
     class Recording(DockerSandbox):
-        def container_args(self, name, *args):
+        def container_args(self, name, *args, **kwargs):
             names.append(name)
-            return super().container_args(name, *args)
+            return super().container_args(name, *args, **kwargs)
 
     box = Recording(docker_sandbox.base_image, image_labels=docker_sandbox.image_labels)
     r = box.run(world, "sleep 1000", timeout_s=3)
