@@ -35,6 +35,7 @@ EXAMPLES = """examples:
   taskmine bench embed --scale 10          # cached embeddings vs plain sentence-transformers
   taskmine bench worlds --scale 5          # one world per dataset vs a full copy per task
   taskmine bench code --exports ~/exports --dataset mit --limit 40   # environments, test sets, validation
+  taskmine bench scale --scale 1 --scale 10 --scale 50   # per stage cost and growth; a whole company extrapolated
 """
 
 
@@ -408,7 +409,13 @@ def cmd_bench(args) -> int:
     _env(args)
     from bench import run as bench_run
 
-    scale = args.scale if args.scale is not None else (1 if args.what == "code" else 50)
+    if args.what == "scale":
+        from bench.scale import bench_scale
+
+        return bench_scale(args.scale or [1, 5, 10], args.out, code_candidates=args.code_candidates,
+                           validate_per_family=args.validate_per_family, sandbox=args.sandbox or "auto",
+                           cores=args.cores, deadline_hours=args.deadline_hours)
+    scale = args.scale[-1] if args.scale else (1 if args.what == "code" else 50)
     return bench_run(args.what, scale=scale, out=args.out, memory=args.memory, real=args.real, show=args.show,
                      input=args.input, exports=args.exports, dataset=args.dataset, limit=args.limit)
 
@@ -525,9 +532,14 @@ def parser() -> argparse.ArgumentParser:
         pl.add_argument("action", choices=["list"])
         pl.set_defaults(fn=cmd_plugins)
 
-    b = sub.add_parser("bench", help="benchmarks: ingest, anonymize, embed, worlds, privacy, code")
-    b.add_argument("what", choices=["ingest", "anonymize", "embed", "worlds", "privacy", "code"])
-    b.add_argument("--scale", type=int, default=None, help="sample size (default 50; code: 1)")
+    b = sub.add_parser("bench", help="benchmarks: ingest, anonymize, embed, worlds, privacy, code, scale",
+                       epilog="examples:\n  taskmine bench ingest --scale 50\n"
+                              "  taskmine bench scale --scale 1 --scale 5 --scale 10   # per stage cost, growth, "
+                              "and a whole company extrapolated",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    b.add_argument("what", choices=["ingest", "anonymize", "embed", "worlds", "privacy", "code", "scale"])
+    b.add_argument("--scale", type=int, action="append",
+                   help="sample size (default 50; code: 1); scale: repeat it, one run per scale (default 1, 5, 10)")
     b.add_argument("--out", help="folder for the generated input (default: a temp folder)")
     b.add_argument("--memory", action="store_true", help="also peak RSS per extractor at --scale and 10x it")
     b.add_argument("--input", choices=["sample", "real-mail"], default="sample",
@@ -539,6 +551,14 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--exports", help="code: a folder of datasets to measure instead of the sample")
     b.add_argument("--dataset", help="code: the dataset folder under --exports")
     b.add_argument("--limit", type=int, default=0, help="code: measure at most this many candidates (0: all)")
+    b.add_argument("--code-candidates", type=int, default=2,
+                   help="scale: code_change candidates measured per scale (each takes minutes; default 2)")
+    b.add_argument("--validate-per-family", type=int, default=2,
+                   help="scale: tasks validated per family per scale, the cost per task scaled to all (default 2)")
+    b.add_argument("--sandbox", choices=["auto", "docker", "local"], help="scale: where tasks are replayed")
+    b.add_argument("--cores", type=int, default=16, help="scale: cores per machine in the extrapolation")
+    b.add_argument("--deadline-hours", type=float, default=24.0,
+                   help="scale: the extrapolation counts the machines that finish within this many hours")
     b.set_defaults(fn=cmd_bench)
     return p
 
