@@ -576,7 +576,7 @@ def per_task(runs: list[ScaleRun], family: str) -> float | None:
 def table(runs: list[ScaleRun]) -> list[str]:
     """The per stage table: one row per stage and scale, then the fitted growth."""
     runs = sorted(runs, key=lambda r: r.scale)
-    head = (f"{'stage':<18} {'scale':>5} {'items':>7} {'seconds':>8} {'cpu s':>8} {'cont s':>7} "
+    head = (f"{'stage':<26} {'scale':>5} {'items':>7} {'seconds':>8} {'cpu s':>8} {'cont s':>7} "
             f"{'peak MiB':>8} {'items/s':>8}")
     rows = [head, "-" * len(head)]
     for name in [s.stage for s in runs[-1].stages]:
@@ -587,9 +587,9 @@ def table(runs: list[ScaleRun]) -> list[str]:
             c = s.cost
             cont = "n/a" if c.cpu_containers is None else f"{c.cpu_containers:.1f}"
             rate = f"{s.items / c.seconds:.1f}" if c.seconds and s.items else "-"
-            rows.append(f"{name:<18} {r.scale:>5} {s.items:>7} {c.seconds:>8.1f} {c.cpu_self + c.cpu_children:>8.1f} "
+            rows.append(f"{name:<26} {r.scale:>5} {s.items:>7} {c.seconds:>8.1f} {c.cpu_self + c.cpu_children:>8.1f} "
                         f"{cont:>7} {c.peak_rss / 2**20:>8.0f} {rate:>8}")
-    rows += ["", f"{'stage':<18} {'growth (wall)':>13} {'growth (cpu)':>12}  verdict"]
+    rows += ["", f"{'stage':<26} {'growth (wall)':>13} {'growth (cpu)':>12}  verdict"]
     for name in [s.stage for s in runs[-1].stages]:
         wall = fit_growth([(s.items, s.cost.seconds) for r in runs for s in r.stages if s.stage == name])
         cpu = fit_growth([(s.items, s.cost.cpu) for r in runs for s in r.stages if s.stage == name])
@@ -598,7 +598,7 @@ def table(runs: list[ScaleRun]) -> list[str]:
                    "tasks + the capped code candidates" if name == "tasks+code" else
                    "-" if cpu is None else "WORSE THAN LINEAR" if cpu > GROWTH_FLAG else
                    "linear" if cpu >= 0.8 else "sublinear (fixed costs dominate)")
-        rows.append(f"{name:<18} {_f(wall):>13} {_f(cpu):>12}  {verdict}")
+        rows.append(f"{name:<26} {_f(wall):>13} {_f(cpu):>12}  {verdict}")
     return rows
 
 
@@ -615,8 +615,25 @@ def estimate_lines(est: Estimate) -> list[str]:
     return rows
 
 
+def save_run(run: ScaleRun, path: Path) -> None:
+    import dataclasses
+    import json
+
+    path.write_text(json.dumps(dataclasses.asdict(run), indent=1, sort_keys=True))
+
+
+def load_run(path: Path) -> ScaleRun:
+    import json
+
+    d = json.loads(path.read_text())
+    d["stages"] = [StageCost(s["stage"], s["unit"], s["items"], Cost(**s["cost"])) for s in d["stages"]]
+    return ScaleRun(**d)
+
+
 def bench_scale(scales: list[int], out: str | None = None, *, code_candidates: int = 2, validate_per_family: int = 2,
-                sandbox: str = "auto", cores: int = 16, deadline_hours: float = 24.0) -> int:
+                sandbox: str = "auto", cores: int = 16, deadline_hours: float = 24.0, reuse: bool = False) -> int:
+    """Run the scales (each one's numbers saved as <out>/scale-<n>.json; with `reuse`, a scale whose file is there
+    is read instead of run, so a long scale can be run apart and printed with the others)."""
     if not scales or any(s < 1 for s in scales):
         raise ValueError("--scale must be 1 or more, e.g. --scale 1 --scale 5 --scale 10")
     scales = sorted(set(scales))
@@ -628,10 +645,18 @@ def bench_scale(scales: list[int], out: str | None = None, *, code_candidates: i
     runs = []
     try:
         for s in scales:
+            saved = work / f"scale-{s}.json"
+            if reuse and saved.exists():
+                runs.append(load_run(saved))
+                print(f"  scale {s}: read {saved}", flush=True)
+                continue
             runs.append(run_scale(s, work, stages, code_candidates=code_candidates,
                                   validate_per_family=validate_per_family, sandbox_kind=sandbox,
                                   progress=lambda m: print(m, flush=True)))
-            _print(runs, Machine(cores=cores, deadline_hours=deadline_hours))
+            save_run(runs[-1], saved)
+            for folder in (f"exports-{s}", f"home-{s}"):    # the numbers are kept; the warehouse is not
+                shutil.rmtree(work / folder, ignore_errors=True)
+        _print(runs, Machine(cores=cores, deadline_hours=deadline_hours))
     finally:
         if not out:
             shutil.rmtree(work, ignore_errors=True)

@@ -132,3 +132,11 @@ def test_per_task_validation_cost_is_the_mean_over_scales():
     runs = [_run(1), _run(5)]
     assert per_task(runs, "commit_link") == pytest.approx(30.0)
     assert per_task(runs, "code_change") is None
+
+
+def test_a_run_saved_reads_back_the_same(tmp_path):
+    from bench.scale import load_run, save_run
+
+    run = _run(5)
+    save_run(run, tmp_path / "scale-5.json")
+    assert load_run(tmp_path / "scale-5.json") == run
