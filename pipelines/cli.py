@@ -16,6 +16,7 @@ EXAMPLES = """examples:
   taskmine run                              # the bundled sample company, end to end
   taskmine run --exports ~/exports          # every folder under ~/exports is a dataset
   taskmine run --exports ~/exports --dataset acme --sandbox local
+  taskmine run --exports ~/exports --executor docker   # every step in its own container (docker_executor)
   taskmine ui --exports ~/exports           # Dagster UI on http://127.0.0.1:3000
   taskmine sample --out /tmp/exports --seed 7 --scale 5
   taskmine replay --task 3f2a --agent oracle
@@ -96,7 +97,7 @@ def cmd_run(args) -> int:
         load_config(exports / n)  # a bad taskmine.toml is one line now, not a failed run later
     from pipelines.runner import run_datasets
 
-    return run_datasets(names, repeats=args.repeats)
+    return run_datasets(names, repeats=args.repeats, executor=args.executor, parallel=args.parallel)
 
 
 def cmd_ui(args) -> int:
@@ -433,6 +434,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--dataset", action="append", help="only this dataset (repeatable)")
     r.add_argument("--sandbox", choices=["auto", "docker", "local"], help="where tasks are replayed (default auto)")
     r.add_argument("--repeats", type=int, default=0, help="oracle/null repeats per task (default: dataset config, 3)")
+    r.add_argument("--executor", choices=["multiprocess", "in_process", "docker"], default="multiprocess",
+                   help="where steps run: a process each, datasets at once (default); all in this process, one "
+                        "dataset after the other; a container each (docker_executor, see docs/architecture.md)")
+    r.add_argument("--parallel", type=int, default=0,
+                   help="datasets and steps at once (default: this machine's cores)")
     r.set_defaults(fn=cmd_run)
 
     u = sub.add_parser("ui", help="open the Dagster UI on the same definitions")
