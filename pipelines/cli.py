@@ -434,9 +434,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--dataset", action="append", help="only this dataset (repeatable)")
     r.add_argument("--sandbox", choices=["auto", "docker", "local"], help="where tasks are replayed (default auto)")
     r.add_argument("--repeats", type=int, default=0, help="oracle/null repeats per task (default: dataset config, 3)")
-    r.add_argument("--executor", choices=["multiprocess", "in_process", "docker"], default="multiprocess",
-                   help="where steps run: a process each, datasets at once (default); all in this process, one "
-                        "dataset after the other; a container each (docker_executor, see docs/architecture.md)")
+    r.add_argument("--executor", choices=["auto", "multiprocess", "in_process", "docker"], default="auto",
+                   help="where steps run: datasets at once, each in its own process (auto, the default); also each "
+                        "step in its own process (multiprocess); everything here, one dataset after the other "
+                        "(in_process); each step in its own container (docker: docker_executor, see "
+                        "docs/architecture.md)")
     r.add_argument("--parallel", type=int, default=0,
                    help="datasets and steps at once (default: this machine's cores)")
     r.set_defaults(fn=cmd_run)

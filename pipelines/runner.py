@@ -2,10 +2,14 @@
 persistent instance under $TASKMINE_HOME/dagster (so the runs show up in `taskmine ui`).
 
 Executors (`--executor`):
-- `multiprocess` (the default): each step of a run in its own process (Dagster's multiprocess executor, at most
-  `--parallel` at once), and the runs of different datasets at once, each from its own process, so the steps of
-  two datasets use two cores; within one dataset the world is built while links, work items and clusters run;
-- `in_process`: every step in this process, one dataset after the other (what tests and debugging want);
+- `auto` (the default): the runs of different datasets at once, each in its own process (at most `--parallel`,
+  default the machine's cores), every step of a run in that process: two datasets use two cores, and a stage's
+  models (spaCy, the embedding model) load once per run;
+- `multiprocess`: the same, and each step of a run in its own process (Dagster's multiprocess executor, forked
+  from a server that imported Dagster and the definitions once): steps that do not depend on each other run at
+  once (the world beside links, work items and clusters), at the price of loading a stage's models in every step
+  that needs them;
+- `in_process`: every step of every dataset in this process, one dataset after the other (debugging);
 - `docker`: each step in its own container (dagster-docker's docker_executor; pipelines/distributed.py).
 
 Each dataset's run holds the dataset's write lock (warehouse.locks) from start to end: a second `taskmine run`
@@ -22,10 +26,10 @@ import time
 STAGE_ORDER = ["raw_events", "identities", "anonymized_events", "links", "work_items", "clusters", "world",
                "tasks", "validations", "published_dataset"]
 
-EXECUTORS = ("multiprocess", "in_process", "docker")
+EXECUTORS = ("auto", "multiprocess", "in_process", "docker")
 
 
-def run_datasets(names: list[str], repeats: int = 0, executor: str = "multiprocess", parallel: int = 0) -> int:
+def run_datasets(names: list[str], repeats: int = 0, executor: str = "auto", parallel: int = 0) -> int:
     """Run every dataset of `names`; 0 when each published, 1 otherwise. `parallel`: datasets (and steps of a
     run) at once (0: this machine's cores)."""
     from dagster import DagsterInstance
@@ -41,7 +45,7 @@ def run_datasets(names: list[str], repeats: int = 0, executor: str = "multiproce
         instance.add_dynamic_partitions(datasets.name, [n for n in names
                                                         if not instance.has_dynamic_partition(datasets.name, n)])
     started = time.time()
-    if executor == "in_process" or len(names) == 1 or parallel == 1:
+    if executor == "in_process" or len(names) == 1 or parallel == 1:   # one after the other, here
         results = [run_one(ds, repeats, executor, parallel, started, prefix="") for ds in names]
     else:
         import multiprocessing
@@ -66,9 +70,7 @@ def run_config_for(executor: str, repeats: int, parallel: int, started: float, p
         config["execution"] = {"config": {"multiprocess": {
             "max_concurrent": parallel,
             "start_method": {"forkserver": {"preload_modules": ["dagster", "pipelines.definitions"]}}}}}
-    elif executor == "in_process":
-        config["execution"] = {"config": {"in_process": {}}}
-    else:
+    elif executor == "docker":
         from pipelines.distributed import docker_execution
 
         config["execution"] = {"config": docker_execution(dataset=dataset)}
@@ -102,7 +104,7 @@ def run_one(ds: str, repeats: int, executor: str, parallel: int, started: float,
     print(f"{prefix}dataset {ds}:" if not prefix else f"{prefix}started ({executor})", flush=True)
     with DagsterInstance.get() as instance, \
             dataset_lock(store.home, ds, "taskmine run", on_wait=lambda m: print(f"  {prefix}{m}", flush=True)):
-        if executor == "in_process":
+        if executor in ("auto", "in_process"):
             result = defs.resolve_job_def("taskmine_job").execute_in_process(
                 instance=instance, partition_key=ds, raise_on_error=False, run_config=run_config, tags=tags)
         else:

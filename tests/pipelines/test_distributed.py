@@ -99,3 +99,16 @@ def test_the_step_image_starts(distributed, docker_sandbox):
             assert expected in r.stdout, (cmd, r.stdout[-500:])
     finally:
         distributed.remove_step_images()
+
+
+@pytest.mark.parametrize("executor", ["auto", "multiprocess", "in_process"])
+def test_the_run_config_of_taskmine_run_is_one_the_job_accepts(executor):
+    from pipelines.definitions import defs
+    from pipelines.runner import run_config_for
+
+    config = run_config_for(executor, repeats=2, parallel=2, started=1.0, prefix="acme: ")
+    resolved = validate_run_config(defs.resolve_job_def("taskmine_job"), config)
+    assert resolved["loggers"]["progress"]["config"] == {"started": 1.0, "prefix": "acme: "}
+    if executor == "multiprocess":    # steps fork from a warmed-up server, two at a time
+        mp = resolved["execution"]["multi_or_in_process_executor"]["multiprocess"]
+        assert mp["max_concurrent"] == 2 and "forkserver" in mp["start_method"]
