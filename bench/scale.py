@@ -350,28 +350,33 @@ def run_scale(scale: int, work: Path, stages: list[Stage], *, code_candidates: i
                 _, cost = measure(lambda s=stage: s.run(run), label)
                 out.append(StageCost(f"{stage.name}:{fam}", stage.unit, len(run.validate_only), cost))
                 progress(_line(scale, out[-1]))
+                save_run(summary(store, scale, out), work / f"scale-{scale}.partial.json")
             continue
         _, cost = measure(lambda s=stage: s.run(run), label)
         out.append(StageCost(stage.name, stage.unit, _items(store, stage.unit), cost))
         progress(_line(scale, out[-1]))
+        save_run(summary(store, scale, out), work / f"scale-{scale}.partial.json")   # a stopped bench keeps these
+    return summary(store, scale, out)
+
+
+def summary(store, scale: int, stages: list[StageCost]) -> ScaleRun:
+    """The scale's numbers: the stages measured so far and what the warehouse holds (units, tasks, candidates)."""
+    import json
+
+    from taskmine import flow
+
     tasks = store.read("tasks", DATASET)
-    vals = store.read("validations", DATASET)
-    validated = {v.task_id for v in vals}
     fam = {t.task_id: t.family for t in tasks}
+    validated = {v.task_id for v in store.read("validations", DATASET)}
     rejections = [r for r in store.read("rejections", DATASET) if r.stage == "candidates"
                   and r.family == "code_change"]
     over = sum(1 for r in rejections if r.reason == "over code_max_candidates")
     code_cands = sum(1 for t in tasks if t.family == "code_change") + sum(
         1 for r in rejections if r.reason != "near-duplicate of another work item")
-    published = 0
-    from taskmine import flow
-
     version = flow.latest_version(store, DATASET)
-    if version:
-        import json
-
-        published = json.loads((store.published_root() / DATASET / version / "manifest.json").read_text())["tasks"]
-    return ScaleRun(scale=scale, units=units_of(store.iter("events", DATASET)), stages=out,
+    published = json.loads((store.published_root() / DATASET / version / "manifest.json").read_text())["tasks"] \
+        if version else 0
+    return ScaleRun(scale=scale, units=units_of(store.iter("events", DATASET)), stages=list(stages),
                     tasks_by_family=dict(Counter(t.family for t in tasks)),
                     validated_by_family=dict(Counter(fam[t] for t in validated if t in fam)),
                     code_candidates=code_cands, code_measured=code_cands - over, published=published)
@@ -646,14 +651,17 @@ def bench_scale(scales: list[int], out: str | None = None, *, code_candidates: i
     try:
         for s in scales:
             saved = work / f"scale-{s}.json"
-            if reuse and saved.exists():
-                runs.append(load_run(saved))
-                print(f"  scale {s}: read {saved}", flush=True)
+            partial = work / f"scale-{s}.partial.json"
+            if reuse and (saved.exists() or partial.exists()):
+                runs.append(load_run(saved if saved.exists() else partial))
+                print(f"  scale {s}: read {saved if saved.exists() else partial}"
+                      f"{'' if saved.exists() else ' (stopped before its last stage)'}", flush=True)
                 continue
             runs.append(run_scale(s, work, stages, code_candidates=code_candidates,
                                   validate_per_family=validate_per_family, sandbox_kind=sandbox,
                                   progress=lambda m: print(m, flush=True)))
             save_run(runs[-1], saved)
+            partial.unlink(missing_ok=True)
             for folder in (f"exports-{s}", f"home-{s}"):    # the numbers are kept; the warehouse is not
                 shutil.rmtree(work / folder, ignore_errors=True)
         _print(runs, Machine(cores=cores, deadline_hours=deadline_hours))

@@ -170,17 +170,6 @@ def step_image(progress=print) -> str:
     return tag
 
 
-def remove_step_images(keep: str | None = None) -> list[str]:
-    """Remove the step images built here (all but `keep`)."""
-    from environments.docker_cli import docker
-
-    proc = docker("images", STEP_REPOSITORY, "--format", "{{.Repository}}:{{.Tag}}", check=False)
-    gone = [t for t in proc.stdout.split() if t != keep and t.startswith(STEP_REPOSITORY + ":")]
-    for t in gone:
-        docker("rmi", "-f", t, check=False, timeout=120)
-    return gone
-
-
 # --- the docker_executor's run config ---------------------------------------------------------------------
 
 def shared_tmp() -> Path:
