@@ -57,6 +57,11 @@ GROWTH_FLAG = 1.2
 # as filed (with their comments and field changes at the sample's rate per ticket), commits are commits.
 TARGET = {"messages": 500_000, "tickets": 50_000, "commits": 20_000}
 
+# code_change rejections that come from measuring a candidate's tests in the sandbox (task_builders/families/
+# code_change.py); the others are decided from the history alone, before any is measured
+MEASURED_REASONS = ("no FAIL_TO_PASS test", "the tests could not be run", "repository could not be read at the fix",
+                    "the fix is too large to replay as one command", "the problem statement repeats a line of the fix")
+
 # Which unit a family's tasks grow with (its requests come from them); a family not named grows with events.
 FAMILY_UNIT = {"ticket_triage": "tickets", "resolution_note": "tickets", "commit_link": "commits",
                "code_change": "commits", "email_reply": "messages", "chat_answer": "messages"}
@@ -368,18 +373,18 @@ def summary(store, scale: int, stages: list[StageCost]) -> ScaleRun:
     tasks = store.read("tasks", DATASET)
     fam = {t.task_id: t.family for t in tasks}
     validated = {v.task_id for v in store.read("validations", DATASET)}
-    rejections = [r for r in store.read("rejections", DATASET) if r.stage == "candidates"
-                  and r.family == "code_change"]
-    over = sum(1 for r in rejections if r.reason == "over code_max_candidates")
-    code_cands = sum(1 for t in tasks if t.family == "code_change") + sum(
-        1 for r in rejections if r.reason != "near-duplicate of another work item")
+    reasons = Counter(r.reason for r in store.read("rejections", DATASET) if r.stage == "candidates"
+                      and r.family == "code_change")
+    # measured: run in the sandbox (a task, or rejected by what the measuring found); over the cap: would have been
+    measured = sum(1 for t in tasks if t.family == "code_change") + sum(reasons[r] for r in MEASURED_REASONS)
+    code_cands = measured + reasons["over code_max_candidates"]
     version = flow.latest_version(store, DATASET)
     published = json.loads((store.published_root() / DATASET / version / "manifest.json").read_text())["tasks"] \
         if version else 0
     return ScaleRun(scale=scale, units=units_of(store.iter("events", DATASET)), stages=list(stages),
                     tasks_by_family=dict(Counter(t.family for t in tasks)),
                     validated_by_family=dict(Counter(fam[t] for t in validated if t in fam)),
-                    code_candidates=code_cands, code_measured=code_cands - over, published=published)
+                    code_candidates=code_cands, code_measured=measured, published=published)
 
 
 def _line(scale: int, s: StageCost) -> str:
@@ -498,12 +503,11 @@ def extrapolate(runs: list[ScaleRun], target: dict[str, int] = TARGET, machine: 
     last = runs[-1]
     want = target_items(last, target)
     out: list[StageEstimate] = []
-    names = [s.stage for s in last.stages]
-    for name in names:
+    for name in stage_order(runs):
         if name.startswith("validations:"):
             continue
         pts = [(s.items, s.cost.cpu) for r in runs for s in r.stages if s.stage == name]
-        unit = next(s.unit for s in last.stages if s.stage == name)
+        unit = next(s.unit for r in runs for s in r.stages if s.stage == name)
         if name == "tasks+code":
             # the code candidates' part: tasks+code minus tasks, per candidate measured
             per = []
@@ -569,6 +573,16 @@ def extrapolate(runs: list[ScaleRun], target: dict[str, int] = TARGET, machine: 
     return Estimate(out, total, serial, p, total / 3600, machines, wall / 3600, assumptions)
 
 
+def stage_order(runs: list[ScaleRun]) -> list[str]:
+    """Every stage measured at any scale, in run order (a stopped scale has only its first stages)."""
+    names: list[str] = []
+    for r in sorted(runs, key=lambda r: -len(r.stages)):
+        for s in r.stages:
+            if s.stage not in names:
+                names.append(s.stage)
+    return names
+
+
 def per_task(runs: list[ScaleRun], family: str) -> float | None:
     """CPU seconds to validate one task of `family` (its runs: oracle and null x repeats, every probe, the
     baselines), the mean over the scales of its validation stage's cost per task; None when none was validated."""
@@ -584,7 +598,7 @@ def table(runs: list[ScaleRun]) -> list[str]:
     head = (f"{'stage':<26} {'scale':>5} {'items':>7} {'seconds':>8} {'cpu s':>8} {'cont s':>7} "
             f"{'peak MiB':>8} {'items/s':>8}")
     rows = [head, "-" * len(head)]
-    for name in [s.stage for s in runs[-1].stages]:
+    for name in stage_order(runs):
         for r in runs:
             s = next((x for x in r.stages if x.stage == name), None)
             if s is None:
@@ -595,10 +609,11 @@ def table(runs: list[ScaleRun]) -> list[str]:
             rows.append(f"{name:<26} {r.scale:>5} {s.items:>7} {c.seconds:>8.1f} {c.cpu_self + c.cpu_children:>8.1f} "
                         f"{cont:>7} {c.peak_rss / 2**20:>8.0f} {rate:>8}")
     rows += ["", f"{'stage':<26} {'growth (wall)':>13} {'growth (cpu)':>12}  verdict"]
-    for name in [s.stage for s in runs[-1].stages]:
+    for name in stage_order(runs):
         wall = fit_growth([(s.items, s.cost.seconds) for r in runs for s in r.stages if s.stage == name])
         cpu = fit_growth([(s.items, s.cost.cpu) for r in runs for s in r.stages if s.stage == name])
-        fixed_items = len({s.items for r in runs for s in r.stages if s.stage == name}) < 2
+        fixed_items = name.startswith("validations:") or len({s.items for r in runs for s in r.stages
+                                                              if s.stage == name}) < 2
         verdict = ("fixed sample (capped)" if fixed_items else
                    "tasks + the capped code candidates" if name == "tasks+code" else
                    "-" if cpu is None else "WORSE THAN LINEAR" if cpu > GROWTH_FLAG else

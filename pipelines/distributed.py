@@ -15,9 +15,9 @@ What a step container gets (`docker_execution`):
 - the warehouse (TASKMINE_HOME, with the Dagster instance under it when DAGSTER_HOME is there) mounted read-write
   at the same path, so every step reads and writes the tables the others do, and paths stored in rows (worlds,
   repositories) mean the same inside and out; the exports read-only at the same path;
-- a temp folder shared with the host at the same path (TMPDIR): the sandbox mounts folders it makes there (a
-  code task's tree, the tool server's socket) into task containers, and the Docker daemon resolves a mount's
-  path on the host;
+- a temp folder shared with the host at the same path (TMPDIR, `<home>/tmp`: inside the warehouse's mount, so
+  a rename between the two never crosses mounts): the sandbox mounts folders it makes there (a code task's tree,
+  the tool server's socket) into task containers, and the Docker daemon resolves a mount's path on the host;
 - the Docker socket, because the tasks and validations steps start the sandbox's task containers. Only step
   containers get it: they run the pipeline's own code, as trusted as `taskmine run` on the host (the socket is
   root on the host). Task containers, where agent code runs, never get it: the sandbox mounts only the world
@@ -173,13 +173,18 @@ def step_image(progress=print) -> str:
 # --- the docker_executor's run config ---------------------------------------------------------------------
 
 def shared_tmp() -> Path:
-    """The temp folder shared by the host and the step containers at the same path (short: the tool server's
-    socket lives under it)."""
+    """The temp folder shared by the host and the step containers at the same path: inside the warehouse, so a
+    file made in one and renamed into the other stays on one mount (git writes a pack next to the world's
+    repository and renames it into an episode's folder; rename(2) across two bind mounts fails even on one file
+    system), and short, since the tool server's socket lives under it (environments.episode.socket_root)."""
     from warehouse.store import default_home
 
-    digest = hashlib.sha256(str(default_home()).encode()).hexdigest()[:10]
-    d = Path("/tmp") / f"taskmine-steps-{digest}"
-    d.mkdir(mode=0o1777, exist_ok=True)
+    d = default_home() / "tmp"
+    if len(str(d)) > 60:
+        raise ValueError(f"TASKMINE_HOME {default_home()} is too long for the docker executor (the tool server's "
+                         "socket lives under <home>/tmp, at most 60 characters); use a shorter TASKMINE_HOME")
+    d.mkdir(mode=0o1777, parents=True, exist_ok=True)
+    d.chmod(0o1777)
     return d
 
 
@@ -192,7 +197,7 @@ def docker_execution(image: str | None = None, max_concurrent: int = 0, socket: 
     home = default_home()
     home.mkdir(parents=True, exist_ok=True)
     tmp = shared_tmp()
-    volumes = {str(home): {"bind": str(home), "mode": "rw"}, str(tmp): {"bind": str(tmp), "mode": "rw"},
+    volumes = {str(home): {"bind": str(home), "mode": "rw"},       # the shared temp folder is inside it
                socket: {"bind": "/var/run/docker.sock", "mode": "rw"}}
     dagster_home = os.environ.get("DAGSTER_HOME")
     if dagster_home and not Path(dagster_home).resolve().is_relative_to(home):

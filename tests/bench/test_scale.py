@@ -140,3 +140,13 @@ def test_a_run_saved_reads_back_the_same(tmp_path):
     run = _run(5)
     save_run(run, tmp_path / "scale-5.json")
     assert load_run(tmp_path / "scale-5.json") == run
+
+
+def test_a_stage_the_largest_scale_did_not_reach_is_still_estimated():
+    stopped = _run(10)
+    stopped.stages = [s for s in stopped.stages if not s.stage.startswith(("validations", "published"))]
+    est = extrapolate([_run(1), _run(5), stopped], {"messages": 5000, "tickets": 1000, "commits": 400})
+    by = {s.stage: s for s in est.stages}
+    assert by["published_dataset"].seconds == pytest.approx(0.5 * by["published_dataset"].units)
+    assert by["validations"].seconds > 0
+    assert any(line.startswith("published_dataset") for line in table([_run(1), stopped]))

@@ -53,11 +53,18 @@ def test_a_wrong_kubernetes_setting_is_refused(distributed):
 
 
 def test_the_docker_executor_config_for_this_machine(distributed, taskmine_env, tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setenv("TASKMINE_HOME", str(tmp_path / ("long-" * 12)))
+    with pytest.raises(ValueError, match="too long for the docker executor"):
+        distributed.docker_execution(image="taskmine-step:test")
+    taskmine_env = Path(tempfile.mkdtemp(prefix="tm-", dir="/tmp"))      # short, as the socket needs
+    monkeypatch.setenv("TASKMINE_HOME", str(taskmine_env))
     exports = tmp_path / "exports"
     exports.mkdir()
     monkeypatch.setenv("TASKMINE_EXPORTS", str(exports))
     monkeypatch.setenv("TASKMINE_LOCK_TOKEN", "t0k3n")
-    execution = distributed.docker_execution(image="taskmine-step:test")
+    execution = distributed.docker_execution(image="taskmine-step:test", dataset="acme")
     job = distributed.defs.resolve_job_def("taskmine_job_docker")
     validate_run_config(job, {"execution": {"config": execution}})
     volumes = execution["container_kwargs"]["volumes"]
@@ -65,10 +72,16 @@ def test_the_docker_executor_config_for_this_machine(distributed, taskmine_env, 
     assert volumes[home] == {"bind": home, "mode": "rw"}                 # the warehouse, at the same path
     assert volumes[str(exports)] == {"bind": str(exports), "mode": "ro"}
     tmp = next(e.split("=", 1)[1] for e in execution["env_vars"] if e.startswith("TMPDIR="))
-    assert volumes[tmp]["bind"] == tmp and len(tmp) <= 60               # the tool server's socket fits under it
+    # inside the warehouse's mount (a rename from a world's repository into an episode's folder stays on one
+    # mount), short enough for the tool server's socket
+    assert Path(tmp).is_relative_to(home) and Path(tmp).is_dir() and len(tmp) <= 60
     assert volumes["/var/run/docker.sock"]["bind"] == "/var/run/docker.sock"
     assert "TASKMINE_LOCK_TOKEN" in execution["env_vars"]                # the steps re-enter the run's lock
     assert f"TASKMINE_HOME={home}" in execution["env_vars"]
+    assert execution["container_kwargs"]["labels"] == {"taskmine.step": "1", "taskmine.step.dataset": "acme"}
+    import shutil
+
+    shutil.rmtree(taskmine_env)
 
 
 def test_the_distributed_jobs_run_the_same_stages(distributed):
