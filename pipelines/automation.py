@@ -11,7 +11,7 @@ from dagster import (
     SensorResult,
     SkipReason,
     define_asset_job,
-    in_process_executor,
+    multi_or_in_process_executor,
     schedule,
     sensor,
 )
@@ -21,7 +21,7 @@ from pipelines.assets import datasets
 from pipelines.resources import ExportsResource
 
 taskmine_job = define_asset_job("taskmine_job", selection=AssetSelection.all(), partitions_def=datasets,
-                                executor_def=in_process_executor,
+                                executor_def=multi_or_in_process_executor,
                                 description="Every stage for one dataset: ingest -> ... -> publish.")
 
 

@@ -21,6 +21,7 @@ EXAMPLES = """examples:
   taskmine run                              # the bundled sample company, end to end
   taskmine run --exports ~/exports          # every folder under ~/exports is a dataset
   taskmine run --exports ~/exports --dataset acme --sandbox local
+  taskmine run --exports ~/exports --executor docker   # every step in its own container (docker_executor)
   taskmine ui --exports ~/exports           # Dagster UI on http://127.0.0.1:3000
   taskmine sample --out /tmp/exports --seed 7 --scale 5
   taskmine replay --task 3f2a --agent oracle
@@ -42,6 +43,7 @@ EXAMPLES = """examples:
   taskmine bench code --exports ~/exports --dataset mit --limit 40   # environments, test sets, validation
   taskmine --home H bench pool --dataset acme   # validation over one Docker daemon vs two (H: a built home)
   taskmine run --sandbox-hosts 'unix:///var/run/docker.sock*2' --sandbox-hosts 'ssh://ci@build-2*4'
+  taskmine bench scale --scale 1 --scale 10 --scale 50   # per stage cost and growth; a whole company extrapolated
 """
 
 
@@ -103,7 +105,7 @@ def cmd_run(args) -> int:
     # on demand: `taskmine --help` loads neither Dagster nor the stages
     from pipelines.runner import run_datasets
 
-    return run_datasets(names, repeats=args.repeats)
+    return run_datasets(names, repeats=args.repeats, executor=args.executor, parallel=args.parallel)
 
 
 def cmd_ui(args) -> int:
@@ -431,7 +433,13 @@ def cmd_bench(args) -> int:
     # on demand: `taskmine --help` loads neither Dagster nor the stages
     from bench import run as bench_run
 
-    scale = args.scale if args.scale is not None else (1 if args.what == "code" else 50)
+    if args.what == "scale":
+        from bench.scale import bench_scale
+
+        return bench_scale(args.scale or [1, 5, 10], args.out, code_candidates=args.code_candidates,
+                           validate_per_family=args.validate_per_family, sandbox=args.sandbox or "auto",
+                           cores=args.cores, deadline_hours=args.deadline_hours, reuse=args.reuse)
+    scale = args.scale[-1] if args.scale else (1 if args.what == "code" else 50)
     return bench_run(args.what, scale=scale, out=args.out, memory=args.memory, real=args.real, show=args.show,
                      input=args.input, exports=args.exports, dataset=args.dataset, limit=args.limit,
                      families=args.families, repeats=args.repeats, slots=args.slots, second=args.second)
@@ -454,6 +462,13 @@ def parser() -> argparse.ArgumentParser:
                    help="a Docker daemon to spread validation over, N sessions at once (repeatable; sets "
                         "TASKMINE_SANDBOX_HOSTS; e.g. unix:///var/run/docker.sock*2)")
     r.add_argument("--repeats", type=int, default=0, help="oracle/null repeats per task (default: dataset config, 3)")
+    r.add_argument("--executor", choices=["auto", "multiprocess", "in_process", "docker"], default="auto",
+                   help="where steps run: datasets at once, each in its own process (auto, the default); also each "
+                        "step in its own process (multiprocess); everything here, one dataset after the other "
+                        "(in_process); each step in its own container (docker: docker_executor, see "
+                        "docs/architecture.md)")
+    r.add_argument("--parallel", type=int, default=0,
+                   help="datasets and steps at once (default: this machine's cores)")
     r.set_defaults(fn=cmd_run)
 
     u = sub.add_parser("ui", help="open the Dagster UI on the same definitions")
@@ -553,9 +568,14 @@ def parser() -> argparse.ArgumentParser:
         pl.add_argument("action", choices=["list"])
         pl.set_defaults(fn=cmd_plugins)
 
-    b = sub.add_parser("bench", help="benchmarks: ingest, anonymize, embed, worlds, privacy, code, pool")
-    b.add_argument("what", choices=["ingest", "anonymize", "embed", "worlds", "privacy", "code", "pool"])
-    b.add_argument("--scale", type=int, default=None, help="sample size (default 50; code: 1)")
+    b = sub.add_parser("bench", help="benchmarks: ingest, anonymize, embed, worlds, privacy, code, pool, scale",
+                       epilog="examples:\n  taskmine bench ingest --scale 50\n"
+                              "  taskmine bench scale --scale 1 --scale 5 --scale 10   # per stage cost, growth, "
+                              "and a whole company extrapolated",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    b.add_argument("what", choices=["ingest", "anonymize", "embed", "worlds", "privacy", "code", "pool", "scale"])
+    b.add_argument("--scale", type=int, action="append",
+                   help="sample size (default 50; code: 1); scale: repeat it, one run per scale (default 1, 5, 10)")
     b.add_argument("--out", help="folder for the generated input (default: a temp folder)")
     b.add_argument("--memory", action="store_true", help="also peak RSS per extractor at --scale and 10x it")
     b.add_argument("--input", choices=["sample", "real-mail"], default="sample",
@@ -574,6 +594,17 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--slots", type=int, default=1, help="pool: sessions at once per daemon (default 1)")
     b.add_argument("--second", metavar="URL", help="pool: the second Docker daemon (default: a private dockerd the "
                                                    "bench starts and removes; needs root)")
+    b.add_argument("--code-candidates", type=int, default=2,
+                   help="scale: code_change candidates measured per scale (each takes minutes; default 2)")
+    b.add_argument("--validate-per-family", type=int, default=2,
+                   help="scale: tasks validated per family per scale, the cost per task scaled to all (default 2)")
+    b.add_argument("--sandbox", choices=["auto", "docker", "local"],
+                   help="scale: where tasks are replayed (default auto)")
+    b.add_argument("--cores", type=int, default=16, help="scale: cores per machine in the extrapolation")
+    b.add_argument("--deadline-hours", type=float, default=24.0,
+                   help="scale: the extrapolation counts the machines that finish within this many hours")
+    b.add_argument("--reuse", action="store_true",
+                   help="scale: read a scale's numbers from --out/scale-N.json when there (run the big one apart)")
     b.set_defaults(fn=cmd_bench)
     return p
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dagster import Definitions, colored_console_logger, in_process_executor
+from dagster import Definitions, colored_console_logger, multi_or_in_process_executor
 
 from pipelines.assets import STAGES
 from pipelines.automation import daily_changed_datasets, new_export_folders, taskmine_job
@@ -24,6 +24,8 @@ defs = Definitions(
     },
     # `console` is what the UI uses; `taskmine run` selects `progress` in its run config.
     loggers={"console": colored_console_logger, "progress": progress_logger},
-    # One step at a time: the stages share one warehouse and steps are I/O on the same files.
-    executor=in_process_executor,
+    # Each step in its own process (run config `execution: {config: {in_process: {}}}` for one process): steps
+    # that run at once write different files (a table is one Parquet file per dataset, replaced by rename; the
+    # world stage writes only worlds/<dataset>), and runs of different datasets share nothing but the catalog.
+    executor=multi_or_in_process_executor,
 )

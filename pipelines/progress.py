@@ -4,16 +4,17 @@ validated task, instead of Dagster's debug log. The UI keeps Dagster's own conso
 import logging
 import time
 
-from dagster import MarkdownMetadataValue, PathMetadataValue, TableMetadataValue, logger
+from dagster import Field, MarkdownMetadataValue, PathMetadataValue, TableMetadataValue, logger
 
 
 class _ProgressHandler(logging.Handler):
-    def __init__(self):
+    def __init__(self, started: float = 0.0, prefix: str = ""):
         super().__init__(logging.DEBUG)
-        self.t0 = time.perf_counter()
+        self.t0 = started or time.time()   # the command's start: every step process counts from the same moment
+        self.prefix = prefix
 
     def _print(self, text: str) -> None:
-        print(f"  [{time.perf_counter() - self.t0:6.1f}s] {text}", flush=True)
+        print(f"  {self.prefix}[{time.time() - self.t0:6.1f}s] {text}", flush=True)
 
     def emit(self, record: logging.LogRecord) -> None:
         meta = getattr(record, "dagster_meta", None) or {}
@@ -46,8 +47,12 @@ class _ProgressHandler(logging.Handler):
             self._print(f"  {meta.get('orig_message') or record.getMessage()}")
 
 
-@logger(description="Compact progress lines for the command line (`taskmine run`).")
-def progress_logger(_init_context):
+@logger(config_schema={"started": Field(float, default_value=0.0, description="epoch seconds the times count "
+                                                                              "from (0: when the logger starts)"),
+                       "prefix": Field(str, default_value="", description="put before every line (the dataset)")},
+        description="Compact progress lines for the command line (`taskmine run`).")
+def progress_logger(init_context):
     lg = logging.Logger("taskmine.progress", level=logging.DEBUG)
-    lg.addHandler(_ProgressHandler())
+    cfg = init_context.logger_config or {}
+    lg.addHandler(_ProgressHandler(cfg.get("started", 0.0), cfg.get("prefix", "")))
     return lg

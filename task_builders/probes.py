@@ -243,21 +243,30 @@ def words(text: str) -> set[str]:
     return set(re.findall(r"(?<![A-Za-z0-9])[a-z0-9]{3,}(?![A-Za-z0-9])", _NOT_WORDS.sub(" ", text)))
 
 
-def nearest(drafts: list, i: int) -> int | None:
+def nearest(drafts: list, i: int, keys: list[tuple[set[str], str, str]] | None = None) -> int | None:
     """The index of the draft nearest draft i (Jaccard of prompt words), of another thread and with another
-    reference; ties go to the smaller request event id (the drafts' order is the store's, not fixed)."""
+    reference; ties go to the smaller request event id (the drafts' order is the store's, not fixed).
+
+    `keys` (`nearest_keys(drafts)`, computed once for every i) holds each draft's words, reference key and stable
+    id: computed here for every pair, they made the tasks stage quadratic in regular-expression and hashing work
+    (profiled at scale 10 of the sample: 17 of 88 CPU seconds, growing with the square of the drafts)."""
+    keys = keys if keys is not None else nearest_keys(drafts)
     me = drafts[i]
-    mine = words(me.prompt)
-    ref = _ref_key(me)
+    mine, ref, _ = keys[i]
     best, key = None, None
     for j, d in enumerate(drafts):
-        if j == i or d.item.thread_key == me.item.thread_key or _ref_key(d) == ref:
+        other, other_ref, other_id = keys[j]
+        if j == i or d.item.thread_key == me.item.thread_key or other_ref == ref:
             continue
-        other = words(d.prompt)
-        k = (-len(mine & other) / max(1, len(mine | other)), stable(d))
+        k = (-len(mine & other) / max(1, len(mine | other)), other_id)
         if key is None or k < key:
             best, key = j, k
     return best
+
+
+def nearest_keys(drafts: list) -> list[tuple[set[str], str, str]]:
+    """What `nearest` compares of each draft: its prompt's words, its reference key, its stable id."""
+    return [(words(d.prompt), _ref_key(d), stable(d)) for d in drafts]
 
 
 def _ref_key(d) -> str:
@@ -274,9 +283,10 @@ def catalogue(ctx, family, drafts: list) -> None:
     consts = constants(drafts, ents)
     lists = Listing(ctx) if any(is_text(c) and not isinstance(c, A.Answer) for d in drafts for c in d.reference) \
         else None
+    keys = nearest_keys(drafts)
     for i, d in enumerate(drafts):
         have = {p.name for p in d.probes}
-        j = nearest(drafts, i)
+        j = nearest(drafts, i, keys)
         sib = drafts[j] if j is not None else None
         made = code_probes(ctx, d, sib) if "code" in d.meta else [
             *call_probes(ctx, family, d, sib, drafts, ents), *constant_probes(ctx, d, ents, consts),

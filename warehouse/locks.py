@@ -10,6 +10,12 @@ Invariants:
   crashed run never leaves a stale lock behind.
 - Re-entrant within a process: `taskmine run` holds the lock for the whole run and every stage it runs
   (in the same process) takes it again without blocking.
+- Inherited by the holder's own steps: under a multi-process or container executor a stage runs in a child
+  process or a step container, which would wait for its parent forever. The holder writes its token
+  (`TASKMINE_LOCK_TOKEN`, set by `share_with_steps` and passed to step containers in their environment) into the
+  lock file; a process whose environment carries the same token, finding the lock taken, goes on as a re-entry.
+  Only the holder's descendants (and the containers it starts) have the token; a token alone does not take a
+  free lock.
 - The file's content says who holds it (pid, what, since when); it is informational, never the lock.
 """
 
@@ -26,6 +32,27 @@ from pathlib import Path
 
 _held: dict[str, list] = {}   # lock path -> [depth, open file]
 _guard = threading.Lock()
+
+
+TOKEN_ENV = "TASKMINE_LOCK_TOKEN"
+
+
+def share_with_steps() -> str:
+    """Give this process a lock token its children inherit (os.environ): the locks it takes from now on can be
+    re-entered by its steps in other processes and containers. Returns the token."""
+    import uuid
+
+    return os.environ.setdefault(TOKEN_ENV, uuid.uuid4().hex)
+
+
+def _held_by_our_run(path: Path) -> bool:
+    token = os.environ.get(TOKEN_ENV)
+    if not token:
+        return False
+    try:
+        return json.loads(path.read_text() or "{}").get("token") == token
+    except (OSError, ValueError):
+        return False
 
 
 class DatasetBusy(RuntimeError):
@@ -71,6 +98,10 @@ def dataset_lock(home: Path, dataset: str, what: str, *, wait: bool = True,
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if _held_by_our_run(path):    # our parent (the run's holder) has it: a step of that run goes on
+                f.close()
+                yield
+                return
             who = holder(path)
             if not wait:
                 raise DatasetBusy(f"{dataset} is being written by {who}; wait for it to finish "
@@ -80,7 +111,8 @@ def dataset_lock(home: Path, dataset: str, what: str, *, wait: bool = True,
             fcntl.flock(f, fcntl.LOCK_EX)
         f.seek(0)
         f.truncate()
-        f.write(json.dumps({"pid": os.getpid(), "what": what, "since": time.time()}))
+        f.write(json.dumps({"pid": os.getpid(), "what": what, "since": time.time(),
+                            **({"token": os.environ[TOKEN_ENV]} if os.environ.get(TOKEN_ENV) else {})}))
         f.flush()
         with _guard:
             _held[key] = [1, f]

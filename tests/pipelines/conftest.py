@@ -9,11 +9,16 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dagster_state():
-    yield
+def _reset() -> None:
     from dagster._core.definitions.definitions_load_context import DefinitionsLoadContext
     from dagster._core.storage.defs_state.base import _current_storage
 
     _current_storage.set(None)
     DefinitionsLoadContext.set(None)  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dagster_state():
+    _reset()     # before too: a test outside this folder may have left an instance's storage behind
+    yield
+    _reset()

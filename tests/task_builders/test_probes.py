@@ -213,3 +213,30 @@ def test_code_probes_apply_the_siblings_patch_and_stub_the_changed_files():
     assert made["hardcoded_returns"].startswith("cd ~/lib && python3 -c ")
     assert made["hardcoded_returns"].endswith(" pkg/mod.py; true")
     assert dict(P.code_probes(None, draft(patch, "node"), None)) == {}
+
+
+def test_the_catalogue_reads_each_prompt_once_not_once_per_pair(built, monkeypatch):
+    """Which sibling is nearest is decided over every pair of drafts; each draft's words, reference key and id
+    are computed once (computed per pair, they made the tasks stage grow with the square of the drafts)."""
+    store, config = built
+    ctx, fam = _ctx(store, config, "ticket_triage")
+    drafts = _drafts(ctx, fam)
+    assert len(drafts) > 3
+    siblings = [P.nearest(drafts, i) for i in range(len(drafts))]     # each call computes every key itself
+    assert [P.nearest(drafts, i, P.nearest_keys(drafts)) for i in range(len(drafts))] == siblings
+    counted = {"words": 0, "ref": 0}
+    real_words, real_ref = P.words, P._ref_key
+
+    def words(text):
+        counted["words"] += 1
+        return real_words(text)
+
+    def ref(d):
+        counted["ref"] += 1
+        return real_ref(d)
+
+    monkeypatch.setattr(P, "words", words)
+    monkeypatch.setattr(P, "_ref_key", ref)
+    keys = P.nearest_keys(drafts)
+    assert [P.nearest(drafts, i, keys) for i in range(len(drafts))] == siblings
+    assert counted == {"words": len(drafts), "ref": len(drafts)}

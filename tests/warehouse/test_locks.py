@@ -68,3 +68,27 @@ def test_the_lock_is_reentrant_in_one_process(tmp_path):
                                "with dataset_lock(Path(sys.argv[1]), 'acme', 'x', wait=False): pass", str(tmp_path)],
                               capture_output=True, text=True)
         assert proc.returncode != 0 and "DatasetBusy" in proc.stderr   # still held by the outer block
+
+
+def test_the_holders_steps_in_other_processes_re_enter_it(tmp_path, monkeypatch):
+    """Under the multiprocess or docker executor the run's publish step is a child process (or a container) of
+    the process holding the lock: with the holder's token it goes on; a process without it still waits."""
+    from warehouse.locks import TOKEN_ENV, share_with_steps
+
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    token = share_with_steps()
+    assert os.environ[TOKEN_ENV] == token and share_with_steps() == token     # one token per process
+    step = ("import sys; from pathlib import Path; from warehouse.locks import dataset_lock\n"
+            "with dataset_lock(Path(sys.argv[1]), 'acme', 'publish', wait=False): print('in')")
+    with dataset_lock(tmp_path, "acme", "taskmine run"):
+        child = subprocess.run([sys.executable, "-c", step, str(tmp_path)], capture_output=True, text=True)
+        assert child.returncode == 0 and child.stdout.strip() == "in", child.stderr
+        env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+        other = subprocess.run([sys.executable, "-c", step, str(tmp_path)], capture_output=True, text=True, env=env)
+        assert other.returncode != 0 and "DatasetBusy" in other.stderr
+        env[TOKEN_ENV] = "another-run"
+        other = subprocess.run([sys.executable, "-c", step, str(tmp_path)], capture_output=True, text=True, env=env)
+        assert other.returncode != 0 and "DatasetBusy" in other.stderr
+    # a token alone takes no lock: with nobody holding it, the step holds it itself (and writes its token)
+    child = subprocess.run([sys.executable, "-c", step, str(tmp_path)], capture_output=True, text=True)
+    assert child.returncode == 0 and token in lock_path(tmp_path, "acme").read_text()
