@@ -36,6 +36,8 @@ between the bench and the pipeline: a list of (stage name, callable) in the CLI'
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import os
 import resource
@@ -48,6 +50,16 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from core.config import DatasetConfig, load_config
+from environments.backends import get_sandbox
+from environments.sandbox import owner_tag
+from graders import stages as validation
+from graders.stages import verdicts_by_task
+from publishing.stages import latest_version
+from sample.company import write_sample
+from taskmine import flow
+from warehouse.store import Store
 
 DATASET = "bench"
 SAMPLE_S = 0.2
@@ -82,41 +94,43 @@ class BenchRun:
 
 @dataclass(frozen=True)
 class Stage:
-    name: str          # the pipeline's stage name (pipelines.runner.STAGE_ORDER), "+code" for the capped variant
+    name: str          # the pipeline's stage name (taskmine.flow.ORDER), "+code" for the capped variant
     run: Callable[[BenchRun], object]
     unit: str          # what its items are: "events", "work_items", "code_candidates", "tasks_validated", "tasks"
 
 
 def pipeline_stages() -> list[Stage]:
-    """The pipeline's stages in the CLI's run order, each a callable on a BenchRun.
+    """The pipeline's stages in the CLI's run order, each a callable on a BenchRun: generated from the stage table
+    (taskmine.flow.STAGES), with the tasks stage twice (without code_change, then with its capped candidates) and
+    validation narrowed to the sampled tasks. tests/bench/test_scale.py holds the names to the table's."""
 
-    The one place the bench knows how a stage is called: when the stages become a table (issue 20), this list is
-    generated from it. tests/bench/test_scale.py holds its names to pipelines.runner.STAGE_ORDER."""
-    from task_builders.config import DatasetConfig
-    from taskmine import flow
+    def ctx(r: BenchRun, config: DatasetConfig | None = None):
+        return flow.context(r.store, r.dataset, r.dataset_dir, config=config or r.config, run_id="bench",
+                            sandbox=r.sandbox)
 
     def no_code(r: BenchRun) -> DatasetConfig:
         enabled = [f for f in r.config.enabled() if f != "code_change"]
         return DatasetConfig(**{**r.config.model_dump(), "families": tuple(enabled)})
 
-    def validations(r: BenchRun):
-        return flow.validations(r.store, r.dataset, r.sandbox, r.config.repeats, only=r.validate_only,
-                                config=r.config, parallel=r.config.validate_parallel)
+    def body(stage):
+        return lambda r: stage.run(ctx(r))
 
-    return [
-        Stage("raw_events", lambda r: flow.ingest(r.store, r.dataset, r.dataset_dir, run_id="bench"), "events"),
-        Stage("identities", lambda r: flow.identities(r.store, r.dataset), "events"),
-        Stage("anonymized_events", lambda r: flow.anonymize(r.store, r.dataset, r.dataset_dir, r.config,
-                                                            run_id="bench"), "events"),
-        Stage("links", lambda r: flow.links(r.store, r.dataset), "events"),
-        Stage("work_items", lambda r: flow.work_items(r.store, r.dataset, r.config), "events"),
-        Stage("clusters", lambda r: flow.clusters(r.store, r.dataset, r.config), "work_items"),
-        Stage("world", lambda r: flow.world(r.store, r.dataset), "events"),
-        Stage("tasks", lambda r: flow.tasks(r.store, r.dataset, no_code(r), sandbox=r.sandbox), "work_items"),
-        Stage("tasks+code", lambda r: flow.tasks(r.store, r.dataset, r.config, sandbox=r.sandbox), "work_items"),
-        Stage("validations", validations, "tasks_validated"),
-        Stage("published_dataset", lambda r: flow.publish(r.store, r.dataset, r.config), "tasks"),
-    ]
+    out: list[Stage] = []
+    for stage in flow.STAGES:
+        unit = STAGE_UNIT.get(stage.name, "events")
+        if stage.name == "tasks":
+            out.append(Stage("tasks", lambda r, s=stage: s.run(ctx(r, no_code(r))), unit))
+            out.append(Stage("tasks+code", body(stage), unit))
+        elif stage.name == "validations":
+            out.append(Stage("validations", lambda r: validation.validations(ctx(r), only=r.validate_only), unit))
+        else:
+            out.append(Stage(stage.name, body(stage), unit))
+    return out
+
+
+# What a stage's items are (its items/s column): a stage not named counts events.
+STAGE_UNIT = {"clusters": "work_items", "tasks": "work_items", "validations": "tasks_validated",
+              "published_dataset": "tasks"}
 
 
 def stage_names(stages: list[Stage]) -> list[str]:
@@ -236,8 +250,6 @@ class Sampler:
     def _is_ours(self, cid: str) -> bool:
         if cid not in self._ours:
             try:   # the daemon's own record, readable as root: no `docker` process (its CPU would count as ours)
-                import json
-
                 labels = json.loads(Path(f"/var/lib/docker/containers/{cid}/config.v2.json").read_text())
                 self._ours[cid] = (labels.get("Config") or {}).get("Labels", {}).get("taskmine.owner") == self.owner
                 return self._ours[cid]
@@ -327,10 +339,6 @@ def validation_sample(tasks, per_family: int) -> list[str]:
 
 def run_scale(scale: int, work: Path, stages: list[Stage], *, code_candidates: int, validate_per_family: int,
               sandbox_kind: str = "auto", progress: Callable[[str], None] = print) -> ScaleRun:
-    from environments.sandbox import get_sandbox, owner_tag
-    from sample.company import write_sample
-    from task_builders.config import DatasetConfig, load_config
-    from warehouse.store import Store
 
     exports = work / f"exports-{scale}"
     if exports.exists():
@@ -366,10 +374,6 @@ def run_scale(scale: int, work: Path, stages: list[Stage], *, code_candidates: i
 
 def summary(store, scale: int, stages: list[StageCost]) -> ScaleRun:
     """The scale's numbers: the stages measured so far and what the warehouse holds (units, tasks, candidates)."""
-    import json
-
-    from taskmine import flow
-
     tasks = store.read("tasks", DATASET)
     fam = {t.task_id: t.family for t in tasks}
     validated = {v.task_id for v in store.read("validations", DATASET)}
@@ -378,7 +382,7 @@ def summary(store, scale: int, stages: list[StageCost]) -> ScaleRun:
     # measured: run in the sandbox (a task, or rejected by what the measuring found); over the cap: would have been
     measured = sum(1 for t in tasks if t.family == "code_change") + sum(reasons[r] for r in MEASURED_REASONS)
     code_cands = measured + reasons["over code_max_candidates"]
-    version = flow.latest_version(store, DATASET)
+    version = latest_version(store, DATASET)
     published = json.loads((store.published_root() / DATASET / version / "manifest.json").read_text())["tasks"] \
         if version else 0
     return ScaleRun(scale=scale, units=units_of(store.iter("events", DATASET)), stages=list(stages),
@@ -399,9 +403,7 @@ def _items(store, unit: str) -> int:
     if unit in ("events", "work_items"):
         return sum(1 for _ in store.iter(unit, DATASET))
     if unit == "tasks":
-        from taskmine import flow
-
-        return sum(1 for ok, _ in flow.verdicts_by_task(store.read("validations", DATASET),
+        return sum(1 for ok, _ in verdicts_by_task(store.read("validations", DATASET),
                                                          store.read("tasks", DATASET)).values() if ok)
     return 0
 
@@ -636,15 +638,10 @@ def estimate_lines(est: Estimate) -> list[str]:
 
 
 def save_run(run: ScaleRun, path: Path) -> None:
-    import dataclasses
-    import json
-
     path.write_text(json.dumps(dataclasses.asdict(run), indent=1, sort_keys=True))
 
 
 def load_run(path: Path) -> ScaleRun:
-    import json
-
     d = json.loads(path.read_text())
     d["stages"] = [StageCost(s["stage"], s["unit"], s["items"], Cost(**s["cost"])) for s in d["stages"]]
     return ScaleRun(**d)

@@ -432,10 +432,9 @@ def cmd_bench(args) -> int:
     _env(args)
     # on demand: `taskmine --help` loads neither Dagster nor the stages
     from bench import run as bench_run
+    from bench.scale import bench_scale
 
     if args.what == "scale":
-        from bench.scale import bench_scale
-
         return bench_scale(args.scale or [1, 5, 10], args.out, code_candidates=args.code_candidates,
                            validate_per_family=args.validate_per_family, sandbox=args.sandbox or "auto",
                            cores=args.cores, deadline_hours=args.deadline_hours, reuse=args.reuse)

@@ -40,9 +40,14 @@ from pathlib import Path
 
 from dagster import AssetSelection, Definitions, define_asset_job
 from dagster_docker import docker_executor
+from dagster_k8s import k8s_job_executor
 
 from pipelines.assets import datasets
+import taskmine
+from environments.docker_cli import docker, image_id
+from environments.images import ensure_base_image
 from pipelines.definitions import defs as root
+from warehouse.store import default_home
 
 STEP_REPOSITORY = "taskmine-step"
 STEP_LABEL = "taskmine.step"
@@ -60,8 +65,6 @@ taskmine_job_docker = define_asset_job(
 
 
 def _k8s_job():
-    from dagster_k8s import k8s_job_executor
-
     return define_asset_job(
         "taskmine_job_k8s", selection=AssetSelection.all(), partitions_def=datasets, executor_def=k8s_job_executor,
         description="Every stage for one dataset, each step a Kubernetes Job (dagster-k8s's k8s_job_executor; "
@@ -78,8 +81,6 @@ defs = _definitions()
 # --- the step image ---------------------------------------------------------------------------------------
 
 def project_root() -> Path:
-    import taskmine
-
     return Path(taskmine.__file__).resolve().parent.parent
 
 
@@ -103,8 +104,6 @@ def _site_entries(site: Path) -> list[Path]:
 
 def step_image_tag(base: str) -> str:
     """`taskmine-step:<hash>` of the base image's id, the installed distributions and the project's source."""
-    from environments.docker_cli import image_id
-
     h = hashlib.sha256(f"step/1\0{image_id(base) or base}\0".encode())
     site = _site_packages()
     for entry in _site_entries(site):
@@ -137,9 +136,6 @@ sys.exit(main())
 
 def step_image(progress=print) -> str:
     """The step image's tag, built (from the local base image, no registry) when it does not exist yet."""
-    from environments.docker_cli import docker, image_id
-    from environments.images import ensure_base_image
-
     base = ensure_base_image(progress)
     tag = step_image_tag(base)
     if image_id(tag):
@@ -177,8 +173,6 @@ def shared_tmp() -> Path:
     file made in one and renamed into the other stays on one mount (git writes a pack next to the world's
     repository and renames it into an episode's folder; rename(2) across two bind mounts fails even on one file
     system), and short, since the tool server's socket lives under it (environments.episode.socket_root)."""
-    from warehouse.store import default_home
-
     d = default_home() / "tmp"
     if len(str(d)) > 60:
         raise ValueError(f"TASKMINE_HOME {default_home()} is too long for the docker executor (the tool server's "
@@ -192,8 +186,6 @@ def docker_execution(image: str | None = None, max_concurrent: int = 0, socket: 
                      network: str = "host", dataset: str = "") -> dict:
     """The `execution` config of `taskmine_job_docker` for this machine (see the module docstring); the step
     containers are labelled with the dataset, so a run cleans up only its own."""
-    from warehouse.store import default_home
-
     home = default_home()
     home.mkdir(parents=True, exist_ok=True)
     tmp = shared_tmp()

@@ -27,6 +27,7 @@ import json
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -40,8 +41,6 @@ TOKEN_ENV = "TASKMINE_LOCK_TOKEN"
 def share_with_steps() -> str:
     """Give this process a lock token its children inherit (os.environ): the locks it takes from now on can be
     re-entered by its steps in other processes and containers. Returns the token."""
-    import uuid
-
     return os.environ.setdefault(TOKEN_ENV, uuid.uuid4().hex)
 
 

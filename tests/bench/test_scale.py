@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from taskmine import flow
+
 from bench.scale import (
     GROWTH_FLAG,
     Cost,
@@ -24,7 +26,6 @@ from bench.scale import (
     target_items,
     validation_sample,
 )
-from pipelines.runner import STAGE_ORDER
 
 
 def test_growth_exponent_of_power_laws():
@@ -47,7 +48,7 @@ def test_linear_cost_has_a_fixed_part_and_a_cost_per_item():
 
 
 def test_the_seam_covers_the_cli_stage_order():
-    assert stage_names(pipeline_stages()) == STAGE_ORDER
+    assert stage_names(pipeline_stages()) == list(flow.ORDER)
     assert [s.name for s in pipeline_stages()].count("tasks+code") == 1
 
 
