@@ -36,6 +36,7 @@ import subprocess
 import sysconfig
 import tarfile
 import tempfile
+import tomllib
 from pathlib import Path
 
 from dagster import AssetSelection, Definitions, define_asset_job
@@ -51,8 +52,6 @@ from warehouse.store import default_home
 
 STEP_REPOSITORY = "taskmine-step"
 STEP_LABEL = "taskmine.step"
-PROJECT_PACKAGES = ("extractors", "warehouse", "privacy", "task_builders", "graders", "environments", "llm",
-                    "pipelines", "sample", "taskmine", "bench")
 # Settings a step reads from the environment (forwarded when set on the host).
 FORWARDED_ENV = ("TASKMINE_EXPORTS", "TASKMINE_SANDBOX", "TASKMINE_SALT", "TASKMINE_LOCK_TOKEN",
                  "TASKMINE_BASE_IMAGE", "TASKMINE_LLM_MODEL", "TASKMINE_LLM_API_BASE", "TASKMINE_LLM_API_KEY",
@@ -84,9 +83,15 @@ def project_root() -> Path:
     return Path(taskmine.__file__).resolve().parent.parent
 
 
+def project_packages(root: Path) -> list[str]:
+    """The project's packages as the wheel lists them (pyproject.toml): what the step image copies."""
+    with open(root / "pyproject.toml", "rb") as f:
+        return list(tomllib.load(f)["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"])
+
+
 def _source_files(root: Path) -> list[Path]:
     files = [root / "pyproject.toml"]
-    for pkg in PROJECT_PACKAGES:
+    for pkg in project_packages(root):
         files += [p for p in sorted((root / pkg).rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
     return files
 

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from core.registry import OWN
 from environments import codeenv
 from environments.docker_cli import SandboxError, docker, image_id
 from environments.images import _normalized
@@ -73,8 +74,6 @@ AGENT_TIMEOUT_S = 1800.0
 BOX_IMPORTS = ("taskmine.harbor_box", "environments.episode", "environments.tools", "environments.requester",
                "environments.sandbox", "graders.replay", "graders.verifier", "mcp.server.lowlevel",
                "mcp.server.stdio", "mcp.types", "anyio", "llm.requester")
-OUR_PACKAGES = ("environments", "graders", "warehouse", "task_builders", "taskmine", "llm", "privacy", "extractors",
-                "sample", "bench")
 
 INIT_SCRIPT = f"""#!/bin/sh
 # taskmine: start the company's tool server (root, outside the agent's reach), then run the container's command
@@ -119,8 +118,8 @@ def _runtime_files() -> dict[str, Path]:
         site = next((s for s in sites if f.is_relative_to(s)), None)
         if site is not None:
             tops.add((site, f.relative_to(site).parts[0]))
-        elif f.is_relative_to(repo) and f.relative_to(repo).parts[0] in OUR_PACKAGES:
-            ours.add(f.relative_to(repo).parts[0])
+        elif f.is_relative_to(repo) and (repo / f.relative_to(repo).parts[0] / "__init__.py").is_file():
+            ours.add(f.relative_to(repo).parts[0])   # a package of this project (any the box imports)
     dists = metadata.packages_distributions()
     result: dict[str, Path] = {}
     for site, top in sorted(tops):
@@ -135,6 +134,11 @@ def _runtime_files() -> dict[str, Path]:
                 for p in e.rglob("*"):
                     if p.is_file() and "__pycache__" not in p.parts:
                         result[f"site/{p.relative_to(site)}"] = p
+    # the project's own metadata: its entry points are how the registry finds the built-in checks and families
+    own = metadata.distribution(OWN)
+    for f in own.files or ():
+        if f.name in ("METADATA", "entry_points.txt") and f.parent.name.endswith(".dist-info"):
+            result[f"site/{f.parent.name}/{f.name}"] = Path(f.locate())
     for pkg in sorted(ours):
         for p in (repo / pkg).rglob("*.py"):
             if "__pycache__" not in p.parts:
