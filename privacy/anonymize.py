@@ -254,6 +254,7 @@ class Term:
 # Higher wins when two recognizers propose overlapping replacements.
 SECRET_LITERAL_MIN = 6   # a secret value this long repeated in a quoted literal of code is replaced there too
 _PRIO = {"message_id": 6, "secret": 5, "pattern": 4, "routing": 3, "term": 2, "domain": 1, "residue": 0}
+MEMO_CHARS, MEMO_SIZE = 256, 50_000  # prose values this short are scrubbed once (Scrubber.__call__)
 _ROLE_RANK = {"full": 0, "user": 1, "handle": 2, "first": 3, "last": 4, "nick": 5, "place": 6}
 
 
@@ -304,6 +305,7 @@ class Scrubber:
         self._domains = re.compile(rf"(?<![\w-])((?:[a-z0-9-]+\.)*)({dom})(?![\w-]|\.[a-z])", re.IGNORECASE) \
             if dom else None
         self._domain_cache: dict[tuple, re.Pattern] = {}
+        self._memo: dict[str, str] = {}  # short prose values already scrubbed (see __call__)
         alternation = "|".join(term_pattern(k) for k in sorted(self.terms, key=lambda s: (-len(s), s)))
         # Not part of a longer word or address; inside a host name it is replaced ("jdoe.blog.example").
         # An "@" before a name is a mention ("@First Last has joined"), unless a word precedes it (an address);
@@ -466,9 +468,23 @@ class Scrubber:
     def __call__(self, text: str | None, code: bool = False) -> str | None:
         if not text:
             return text
+        # A short prose value recurs in every event (a role, a charset, a list's address, a sender's name): its
+        # output is computed once. Prose only: in code the fakes of secrets found so far change what a literal
+        # becomes; in prose the same text always gets the same replacements (terms, patterns, the detector).
+        memo = not code and len(text) <= MEMO_CHARS
+        if memo:
+            out = self._memo.get(text)
+            if out is not None:
+                return out
+        raw = text
         text = _INVISIBLE.sub("", text)  # zero-width characters inside a name must not hide it
         edits = self.plan(text, code)
-        return _apply(text, edits) if edits else text
+        out = _apply(text, edits) if edits else text
+        if memo:
+            if len(self._memo) >= MEMO_SIZE:
+                self._memo.clear()
+            self._memo[raw] = out
+        return out
 
     @property
     def detector(self):

@@ -360,6 +360,7 @@ class _Full(Exception):
 
 
 NER_BATCH = 256  # fresh paragraphs NER reads at once
+MEMO_CHARS, MEMO_SIZE = 256, 50_000  # values this short are looked at once per audit (the findings reused)
 
 
 def _audit(root: Path, rules: Rules, report: Report, manifest: bool, limit: int) -> None:
@@ -377,10 +378,21 @@ def _audit(root: Path, rules: Rules, report: Report, manifest: bool, limit: int)
             for i, kind in rules.people([p for _, _, p in batch]):
                 hit(batch[i][0], batch[i][1], kind, -1)
 
+    found: dict[tuple, list[tuple[str, int]]] = {}  # what `rules.find` gave for a short value seen before
+
     def add(rel: str, where: str, text: str, prose: bool = False, **kw) -> None:
         report.texts += 1
         report.chars += len(text)
-        for kind, index in rules.find(text, **kw):
+        if len(text) <= MEMO_CHARS:  # a field's value recurs in every record (a role, a date format, a list)
+            key = (text, *sorted(kw.items()))
+            kinds = found.get(key)
+            if kinds is None:
+                if len(found) >= MEMO_SIZE:
+                    found.clear()
+                kinds = found[key] = list(rules.find(text, **kw))
+        else:
+            kinds = rules.find(text, **kw)
+        for kind, index in kinds:
             hit(rel, where, kind, index)
         if prose:
             pending.extend((rel, where, p) for p in rules.fresh(text))

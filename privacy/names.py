@@ -221,8 +221,8 @@ class Vocabulary:
                  last: Iterable[str] = ()):
         self.lower = lower_counts or {}
         f, s = person_names()
-        self.listed_first = f  # the lists' given names and surnames alone, without the dataset's own
-        self.listed_last = s
+        self.listed_first = f  # the lists' given names alone, without the dataset's own
+        self.listed_last = s  # the lists' surnames alone
         self.first = f | {fold(x) for x in first}
         self.last = s | {fold(x) for x in last}
         self._stop = stop_words()

@@ -153,3 +153,36 @@ def test_json_columns_of_parquet_are_read_as_json(tmp_path):
     pq.write_table(pa.table({"reference": [json.dumps(probe)]}), root / "tasks.parquet")
     hits = audit(root, rules).hits
     assert [h.kind for h in hits] == ["email"] and "/probes/1/command" in hits[0].where
+
+
+def test_a_value_repeated_in_every_record_is_reported_in_every_record_and_read_once(tmp_path, monkeypatch):
+    """The audit looks at a short value once (a role, a list's address, an unknown sender recur in every record)
+    and reports it where it occurs, each time, with the flags it was read with (as code or as prose)."""
+    rules = Rules.of(_anonymizer())
+    lines = [json.dumps({"title": "note", "body": "write to quinn.halloran@partner.example"}) for _ in range(3)]
+    root = _published(tmp_path, {"documents.jsonl": "\n".join(lines) + "\n"})
+    looked: list[str] = []
+    find = Rules.find
+
+    def counting(self, text, **kw):
+        looked.append(text)
+        return find(self, text, **kw)
+
+    monkeypatch.setattr(Rules, "find", counting)
+    report = audit(root, rules)
+    assert [(h.where, h.kind) for h in report.hits] == [(f"line {i} /body", "email") for i in (1, 2, 3)]
+    assert looked.count("write to quinn.halloran@partner.example") == 1
+
+
+def test_a_short_prose_value_is_scrubbed_once_and_code_each_time():
+    """A short prose value's output is kept (the same text always gets the same replacements in prose); code is
+    scrubbed every time, since a secret found later changes what a literal repeating it becomes."""
+    anon = _anonymizer()
+    scrub = anon.scrub
+    first = scrub("ask Quentin Norwell or qnorwell@acme.example")
+    assert "Norwell" not in first and scrub._memo["ask Quentin Norwell or qnorwell@acme.example"] == first
+    assert scrub("ask Quentin Norwell or qnorwell@acme.example") == first
+    literal = 'TOKEN = "Xk9mQ2vLp7"'
+    assert scrub(literal, code=True) == literal  # no secret known yet: a plain string
+    scrub('+ url = "https://deploy:Xk9mQ2vLp7@ci.acme.example/hook"', code=True)  # the secret, in a URL
+    assert "Xk9mQ2vLp7" not in scrub(literal, code=True)  # the literal repeating it now gets its fake
