@@ -91,6 +91,7 @@ from privacy import identity
 from privacy.anonymize import Anonymizer, Vault, discover, message_ids
 from privacy.audit import Rules, audit
 from privacy.fastscrub import TermMatcher
+from privacy.names import lists_vocabulary, nicknames
 from privacy.ner import load_ner, ner_status
 from warehouse.ids import content_hash
 from warehouse.schemas import Event
@@ -416,8 +417,6 @@ def _first_calls(ner, texts: list[str]) -> None:
     our NER read one text, and the word and name tables our side reads lazily (`privacy.names`: Faker's name
     lists, the spaCy lexicon, the frequency list, the nicknames; about 1.5 CPU seconds, once per process) are
     loaded."""
-    from privacy.names import lists_vocabulary, nicknames
-
     _presidio_chunk(texts[:1])
     list(ner.people_and_places(texts[:1]))
     lists_vocabulary().ordinary("warm")
