@@ -111,6 +111,7 @@ def anonymize(ctx: RunContext) -> StageResult:
     anon = anonymizer(store, dataset, with_message_ids=True)
     candidates = json.loads(entities_path(store, dataset).read_text()).get("candidates", [])
     size = parallel.chunk_size(store.count("events", dataset), n, config.chunk_events)
+    _ = anon.scrub.detector  # the scrubber's last pass, built once here for every worker to inherit
     rows: list = []
     failed: list[Quarantine] = []
     for done, lost, secrets in parallel.fork_map(_scrub, parallel.chunked(store.iter("events", dataset), size),
