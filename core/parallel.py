@@ -25,6 +25,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from itertools import islice
 from pathlib import Path
 from typing import Any, TypeVar
@@ -92,5 +93,8 @@ def fork_map(fn: Callable[[Any, list[T]], R], chunks: Iterable[list[T]], workers
                     yield pending.popleft().result()
             while pending:
                 yield pending.popleft().result()
+    except BrokenProcessPool as exc:
+        raise RuntimeError(f"a worker process of {getattr(fn, '__name__', fn)} died (killed, or out of memory): "
+                           "lower `workers` or `chunk_events` in the dataset's taskmine.toml and run again") from exc
     finally:
         _STATE.clear()
