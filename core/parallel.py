@@ -20,6 +20,7 @@ is what the platforms we run on (Linux, in containers too) have; where it is mis
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 from collections import deque
@@ -84,6 +85,9 @@ def fork_map(fn: Callable[[Any, list[T]], R], chunks: Iterable[list[T]], workers
     if _STATE:
         raise RuntimeError("fork_map is already running in this process: nest the work in one map instead")
     _STATE.update(fn=fn, state=state)
+    # The caller's objects out of the collector's reach while the workers live: a collection in a worker would
+    # write to every object's header and so copy the parent's whole heap into it (fork shares it until written).
+    gc.freeze()
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             pending: deque = deque()
@@ -98,3 +102,4 @@ def fork_map(fn: Callable[[Any, list[T]], R], chunks: Iterable[list[T]], workers
                            "lower `workers` or `chunk_events` in the dataset's taskmine.toml and run again") from exc
     finally:
         _STATE.clear()
+        gc.unfreeze()

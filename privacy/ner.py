@@ -25,6 +25,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import importlib
 import importlib.util
@@ -159,12 +160,16 @@ class Ner:
             yield self
             return
         _WORKER["ner"] = self
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            self._pool, self._pool_size = pool, workers
-            try:
-                yield self
-            finally:
-                self._pool = None
+        gc.freeze()   # as core.parallel.fork_map: no collection in a worker copies the caller's heap into it
+        try:
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+                self._pool, self._pool_size = pool, workers
+                try:
+                    yield self
+                finally:
+                    self._pool = None
+        finally:
+            gc.unfreeze()
 
     def _people_and_places(self, texts: Iterable[str], batch_size: int = 64,
                            n_process: int = 1) -> Iterator[list[Span]]:
