@@ -5,6 +5,9 @@ Example:
     families = ["ticket_triage", "commit_link"]   # default: every registered family (`taskmine families list`)
     repeats = 3                 # oracle and null runs per task
     validate_parallel = 1       # tasks validated at once (each episode a sandbox session of its own)
+    workers = 0                 # worker processes of the stages that work in chunks (anonymization's NER, scrubbing
+                                #   and leak audit; core.parallel): 0 = every core this process may use, 1 = none
+    chunk_events = 500          # events per chunk a worker takes at a time (memory per worker grows with it)
     sandbox_hosts = ["unix:///var/run/docker.sock*2", "ssh://ci@build-2*4 files=copy"]  # Docker daemons to
                                 #   spread validation over, URL*N = N sessions at once (environments.pool; the
                                 #   environment's TASKMINE_SANDBOX_HOSTS wins when set)
@@ -99,6 +102,8 @@ class DatasetConfig(BaseModel):
     families: tuple[str, ...] | None = None  # None: every registered family
     repeats: int = Field(3, ge=1, le=20)
     validate_parallel: int = Field(1, ge=1, le=32)
+    workers: int = Field(0, ge=0, le=256)        # 0: the cores this process may use (core.parallel.workers)
+    chunk_events: int = Field(500, ge=1, le=1_000_000)
     sandbox_hosts: tuple[str | dict, ...] = ()   # environments.pool entries (kept as strings URL*N);
                                                  #   () = the environment's daemon
     max_quarantine_rate: float = Field(0.2, ge=0, le=1)

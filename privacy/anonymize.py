@@ -1340,6 +1340,28 @@ class Anonymizer:
         return self.scrub.own_strings()
 
 
+def settle_secret_literals(anon: Anonymizer, raw: Iterable[Event], rows: list[Event]) -> int:
+    """Give every diff the quoted literals of every secret value found in the dataset's events (`Scrubber._literals`:
+    a password a test compares a URL's with), not only of those found before it: the anonymize stage scrubs its
+    events in chunks over processes, where "before" would depend on the chunk. `anon.scrub.code_secrets` holds
+    every value found (the chunks' merged); `raw` are the events `rows` were made from, in the same order. A diff
+    the first scrub gave fewer values to is scrubbed again only where the whole set's literals occur in it (where
+    they do not, the literals changed nothing: every other edit of a diff is the same for any set). Returns the
+    number of diffs scrubbed again."""
+    scrub = anon.scrub
+    if not any(len(v) >= SECRET_LITERAL_MIN and "\n" not in v for v in scrub.code_secrets):
+        return 0
+    literals = scrub._literals()
+    at = {r.event_id: i for i, r in enumerate(rows) if r.diff}
+    n = 0
+    for e in raw:
+        i = at.get(e.event_id)
+        if i is not None and e.diff and literals.search(_INVISIBLE.sub("", e.diff)):
+            rows[i] = rows[i].model_copy(update={"diff": scrub(e.diff, code=True)})
+            n += 1
+    return n
+
+
 NER_MAX_CHARS = 200_000
 _NAME_WORD = re.compile(r"^[^\W\d_][^\W\d_'\u2019-]*(?:[-'\u2019][^\W\d_]+)*$")
 _CAMEL = re.compile(r"[a-z][A-Z]|^[A-Z]{2,}[a-z]")

@@ -25,6 +25,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import importlib
 import importlib.util
@@ -136,7 +137,42 @@ class Ner:
 
     def people_and_places(self, texts: Iterable[str], batch_size: int = 64,
                           n_process: int = 1) -> Iterator[list[Span]]:
-        """One list of person/place spans per text, in order (nlp.pipe batches across texts)."""
+        """One list of person/place spans per text, in order (nlp.pipe batches across texts). Inside `spread`,
+        the texts are cut into one slice per worker process, each read there: a text's spans do not depend on
+        the texts read beside it, so the lists are the same."""
+        pool = getattr(self, "_pool", None)
+        if pool is not None and n_process == 1:
+            texts = list(texts)
+            if len(texts) >= 2 * SPREAD_MIN:
+                n = min(self._pool_size, len(texts) // SPREAD_MIN)
+                step = -(-len(texts) // n)
+                for part in pool.map(_people_and_places, [texts[i:i + step] for i in range(0, len(texts), step)]):
+                    yield from part
+                return
+        yield from self._people_and_places(texts, batch_size, n_process)
+
+    @contextlib.contextmanager
+    def spread(self, workers: int) -> Iterator[Ner]:
+        """`people_and_places` over `workers` fork-started processes while the context lasts (one pool for
+        many calls: the anonymizer's last pass reads a batch of paragraphs at a time). Nothing changes with
+        `workers` <= 1 or where the platform does not fork."""
+        if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods() or getattr(self, "_pool", None):
+            yield self
+            return
+        _WORKER["ner"] = self
+        gc.freeze()   # as core.parallel.fork_map: no collection in a worker copies the caller's heap into it
+        try:
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+                self._pool, self._pool_size = pool, workers
+                try:
+                    yield self
+                finally:
+                    self._pool = None
+        finally:
+            gc.unfreeze()
+
+    def _people_and_places(self, texts: Iterable[str], batch_size: int = 64,
+                           n_process: int = 1) -> Iterator[list[Span]]:
         items = ((chunk, (i, off)) for i, text in enumerate(texts)
                  for off, chunk in chunks(text or "", self.chunk_chars))
         current, spans = -1, []
@@ -343,6 +379,13 @@ _WORKER: dict[str, Any] = {}  # what fork-started workers of Ner.names inherit
 
 def _read_group(pieces: list[str]) -> tuple[list[Found], int, int]:
     return _WORKER["ner"].read(pieces, _WORKER["batch_size"])
+
+
+def _people_and_places(texts: list[str]) -> list[list[Span]]:
+    return list(_WORKER["ner"]._people_and_places(texts))
+
+
+SPREAD_MIN = 16   # texts per worker below which `spread` reads them here (a round trip costs more)
 
 
 def _bounded_map(pool: Any, fn: Any, items: Iterable[Any], window: int) -> Iterator[Any]:

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter, deque
+from collections.abc import Iterator
 from pathlib import Path
 
+from core import parallel
 from core.config import DatasetConfig
 from core.stage import CheckResult, RunContext, StageResult, preview
 from extractors.stages import GIT_OBJECT
 from privacy import identity
-from privacy.anonymize import Anonymizer, Vault, discover, message_ids
+from privacy.anonymize import Anonymizer, Vault, discover, message_ids, settle_secret_literals
 from privacy.audit import Rules
 from privacy.ner import load_ner, ner_status
 from privacy.repos import anonymize_repos
@@ -66,14 +69,15 @@ def anonymizer(store: Store, dataset: str, with_message_ids: bool = False) -> An
     return a
 
 
-def find_entities(store: Store, dataset: str, config: DatasetConfig) -> str:
+def find_entities(store: Store, dataset: str, config: DatasetConfig, workers: int = 1) -> str:
     """Read the raw text once for what no structured field says: NER's people and places (each person only
     with evidence), the people of mail routing lines, and how often words occur in lower case. Keeps it under
-    private/ (every candidate with its evidence, for review). Returns NER's status line."""
+    private/ (every candidate with its evidence, for review). Returns NER's status line. NER reads in `workers`
+    processes (`Ner.found`: the same spans for any number)."""
     ner = load_ner(config.ner_model) if config.ner_model else None
     status = ner_status() if config.ner_model else "NER off (ner_model = \"\" in taskmine.toml)"
     people = identity.persons(store.iter("identities", dataset))
-    found = discover(store.iter("events", dataset), ner, config.allow, people=people)
+    found = discover(store.iter("events", dataset), ner, config.allow, workers=workers, people=people)
     known = {identity.fold(w) for p in people for n in p.names for w in n.split()}
     places = [p for p in found.places if not {identity.fold(w) for w in p.split()} & known]
     f = entities_path(store, dataset)
@@ -90,24 +94,49 @@ def find_entities(store: Store, dataset: str, config: DatasetConfig) -> str:
 def anonymize(ctx: RunContext) -> StageResult:
     """Pseudonymize every event and rewrite every git repository of the dataset; withhold what the leak audit
     still refuses afterwards (`withhold_events`, and the rewrite's blobs, paths and messages), so the rest goes
-    on (DESIGN.md, Convention 19)."""
+    on (DESIGN.md, Convention 19).
+
+    In chunks (at most `config.chunk_events` events, `parallel.chunk_size`) over `config.workers` processes
+    (core.parallel), with the output of one process: what is global runs here first and the workers are forked after
+    it (discovery, the identities and the vault's pseudonyms, then the last pass for people and the leak audit's
+    rules); the per-event work in between (`Anonymizer.event`; the audit's verdicts, `withhold_events`) depends on
+    nothing but that and the event. What a worker learns on the way comes back and is merged here: the secret values
+    it found (their quoted literals are replaced in every diff, `settle_secret_literals`). The anonymized events are
+    written as their chunks come back (`Store.replace_sorted`); what stays whole in memory is the scrubbed events
+    the last pass for people reads (a person it finds is replaced wherever the paragraph recurs, in the dataset's
+    order)."""
     store, dataset, config, run_id = ctx.store, ctx.dataset, ctx.config, ctx.run_id
-    status = find_entities(store, dataset, config)
+    n = parallel.workers(config.workers)
+    status = find_entities(store, dataset, config, n)
     anon = anonymizer(store, dataset, with_message_ids=True)
     candidates = json.loads(entities_path(store, dataset).read_text()).get("candidates", [])
-    rows, failed = [], []
-    for e in store.iter("events", dataset):
-        try:
-            rows.append(anon.event(e))
-        except Exception as exc:  # an event we cannot scrub is kept out, never published raw
-            failed.append(Quarantine(
-                quarantine_id=content_hash("anonymize", dataset, e.event_id), dataset=dataset, source=e.source,
-                file=str(e.provenance.get("file", "")), offset=e.provenance.get("offset"), member=e.native_id,
-                error_class="anonymize_failed", message=f"{type(exc).__name__}: {exc}"[:500]))
-    rows, settled = settle_people(store, dataset, anon, rows, config)
+    size = parallel.chunk_size(store.count("events", dataset), n, config.chunk_events)
+    _ = anon.scrub.detector  # the scrubber's last pass, built once here for every worker to inherit
+    rows: list = []
+    failed: list[Quarantine] = []
+    for done, lost, secrets in parallel.fork_map(_scrub, parallel.chunked(store.iter("events", dataset), size),
+                                                 n, anon):
+        rows += done
+        failed += lost
+        anon.scrub.code_secrets.update(secrets)
+    settle_secret_literals(anon, store.iter("events", dataset), rows)
+    rows, settled = settle_people(store, dataset, anon, rows, config, n)
     check = Check(audit_rules(store, dataset, anon))
-    rows, withheld, checked = withhold_events(dataset, rows, check, run_id)
-    store.replace("anonymized_events", dataset, rows)
+    withheld: list[Withheld] = []
+    checked = Counter({"event": 0, "commit_file": 0, "git": 0})
+    shown: list = []
+
+    def judged() -> Iterator:
+        chunks = deque(parallel.chunked(rows, size))
+        rows.clear()   # the chunks hold the events now; each is let go once judged
+        for out, held, seen, secrets in parallel.fork_map(_withhold, _drain(chunks), n, (dataset, check, run_id)):
+            withheld.extend(held)
+            checked.update(seen)
+            anon.scrub.code_secrets.update(secrets)
+            shown.extend([r for r in out if r.body][:5 - len(shown)])
+            yield from out
+
+    written = store.replace_sorted("anonymized_events", dataset, judged())
     if failed:
         store.merge("quarantine", dataset, failed)
     repos = anonymize_repos(store, dataset, ctx.dataset_dir, anon, check, run_id)
@@ -119,30 +148,60 @@ def anonymize(ctx: RunContext) -> StageResult:
     unreadable = sum(1 for q in quarantine if q.error_class == "git_unreadable")
     objects = sum(1 for q in quarantine if q.error_class.startswith(GIT_OBJECT))
     summary = withheld_summary(store, dataset)
-    return StageResult({"events": len(rows), "quarantined": len(failed), "persons": len(anon.people),
+    return StageResult({"events": written, "quarantined": len(failed), "persons": len(anon.people),
                         "repositories_quarantined": unreadable, "git_objects_unreadable": objects,
                         "withheld": summary["total"], "withheld_rate": summary["rate"],
                         **{f"withheld_{k}": n for k, n in summary["by_kind"].items()},
                         "outsiders": len(anon.outsiders), "person_candidates": len(candidates),
                         "person_candidates_accepted": sum(1 for c in candidates if c.get("accepted")),
                         "last_pass_persons": settled.get("persons_found", 0),
-                        "repositories": len(repos), "ner": status},
-                       preview((r for r in rows if r.body), ("kind", "actor_name", "title")),
+                        "repositories": len(repos), "ner": status, "workers": n},
+                       preview(shown, ("kind", "actor_name", "title")),
                        extra={"withheld": summary})
 
 
-def settle_people(store: Store, dataset: str, anon: Anonymizer, rows: list, config: DatasetConfig) -> tuple[list, dict]:
+def _scrub(anon: Anonymizer, events: list) -> tuple[list, list[Quarantine], dict[str, str]]:
+    """A chunk of events anonymized (in a worker): the events, those that failed as quarantine rows, and the
+    secret values the scrubber knows (found in this chunk or before; merged by the caller)."""
+    rows, failed = [], []
+    for e in events:
+        try:
+            rows.append(anon.event(e))
+        except Exception as exc:  # an event we cannot scrub is kept out, never published raw
+            failed.append(Quarantine(
+                quarantine_id=content_hash("anonymize", e.dataset, e.event_id), dataset=e.dataset, source=e.source,
+                file=str(e.provenance.get("file", "")), offset=e.provenance.get("offset"), member=e.native_id,
+                error_class="anonymize_failed", message=f"{type(exc).__name__}: {exc}"[:500]))
+    return rows, failed, dict(anon.scrub.code_secrets)
+
+
+def _withhold(state: tuple, rows: list) -> tuple[list, list[Withheld], Counter, dict[str, str]]:
+    """A chunk of anonymized events judged by the leak audit (in a worker; `withhold_events`), with the secret
+    values the audit's detector met (merged by the caller, as `_scrub`'s)."""
+    dataset, check, run_id = state
+    out, withheld, checked = withhold_events(dataset, rows, check, run_id)
+    return out, withheld, checked, dict(check.rules.scrub.code_secrets)
+
+
+def _drain(chunks: deque) -> Iterator[list]:
+    while chunks:
+        yield chunks.popleft()
+
+
+def settle_people(store: Store, dataset: str, anon: Anonymizer, rows: list, config: DatasetConfig,
+                  workers: int = 1) -> tuple[list, dict]:
     """The anonymizer's last pass for people in prose (`Anonymizer.settle_people`: NER and the leak audit's
-    evidence rules on every paragraph anonymization changed), with the model discovery used. The paragraphs it
-    read join the audit's skip list (`paragraphs_path`: their verdict is known), and the vault keeps the
-    pseudonyms of the people it found."""
+    evidence rules on every paragraph anonymization changed), with the model discovery used, NER reading in
+    `workers` processes (`Ner.spread`). The paragraphs it read join the audit's skip list (`paragraphs_path`:
+    their verdict is known), and the vault keeps the pseudonyms of the people it found."""
     ner = load_ner(config.ner_model) if config.ner_model else None
     if ner is None:
         return rows, {}
     p = paragraphs_path(store, dataset)
     raw = p.read_bytes() if p.exists() else b""
     seen = {raw[i:i + 16] for i in range(0, len(raw), 16)}
-    rows, stats = anon.settle_people(rows, ner, seen)
+    with ner.spread(workers):
+        rows, stats = anon.settle_people(rows, ner, seen)
     anon.vault.save()
     p.write_bytes(b"".join(sorted(seen)))
     return rows, stats

@@ -92,10 +92,20 @@ class Check:
 
     def rows(self, rows: Iterable[tuple[Hashable, dict]]) -> dict[Hashable, str]:
         """key -> the kind of the first hit, for every row (column -> value) the audit would refuse; NER reads the
-        rows' prose in batches."""
-        out: dict[Hashable, str] = {}
+        rows' prose in batches.
+
+        "First" is by place, never by when NER answered: the row's texts in order (`value_texts` of each column),
+        and in one text a listed string or pattern before a person in its prose. So a row's reason does not
+        depend on which rows were judged before it in this process (a paragraph's verdict already known, or still
+        waiting in a batch): the anonymize stage judges its events in chunks over processes and must give each
+        the reason one process gives it."""
+        first: dict[Hashable, tuple[int, str]] = {}     # key -> (place, kind) of its first hit so far
         pending: dict[bytes, str] = {}                  # paragraph digest -> paragraph, waiting for NER
-        waiting: dict[bytes, list[Hashable]] = {}       # paragraph digest -> the rows that hold it
+        waiting: dict[bytes, list[tuple[Hashable, int]]] = {}   # paragraph digest -> (row, place) that hold it
+
+        def note(key: Hashable, place: int, kind: str) -> None:
+            if key not in first or place < first[key][0]:
+                first[key] = (place, kind)
 
         def flush() -> None:
             todo = list(pending.items())
@@ -103,30 +113,33 @@ class Check:
             self._read(todo)
             for d, _ in todo:
                 if self.verdicts[d]:
-                    for key in waiting[d]:
-                        out.setdefault(key, self.verdicts[d])
+                    for key, place in waiting[d]:
+                        note(key, place, self.verdicts[d])
             waiting.clear()
 
         for key, row in rows:
+            n = 0
             for column, value in row.items():
                 for _, text, kind in value_texts(column, value):
-                    if key not in out:
-                        for hit, _ in self.rules.find(text, whole_field=True):
-                            out[key] = hit
-                            break
-                    if kind != "prose":
+                    n += 2
+                    if key in first and first[key][0] < n:
+                        continue    # a hit before this text: nothing here can come first
+                    for hit, _ in self.rules.find(text, whole_field=True):
+                        note(key, n, hit)
+                        break
+                    if kind != "prose" or (key in first and first[key][0] < n + 1):
                         continue
                     known, todo = self._paragraphs(text)
                     if known:
-                        out.setdefault(key, known)
+                        note(key, n + 1, known)
                     for d, p in todo:
                         pending.setdefault(d, p)
-                        waiting.setdefault(d, []).append(key)
+                        waiting.setdefault(d, []).append((key, n + 1))
                     if len(pending) >= NER_BATCH:
                         flush()
         if pending:
             flush()
-        return out
+        return {key: kind for key, (_, kind) in first.items()}
 
 
 _ROW = re.compile(r"^column \S+ row (\d+)")

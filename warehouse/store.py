@@ -88,6 +88,42 @@ class Store:
         self._write(table, dataset, [rows[k] for k in sorted(rows)])
         return len(rows)
 
+    def replace_sorted(self, table: str, dataset: str, records: Iterable[Record], row_group: int = 8192) -> int:
+        """`replace` for records that come already in key order, one key each (a stage that writes what it reads
+        from a table of the same key, chunk by chunk): streamed into the file a row group at a time, so memory
+        holds one row group and not the table. The file's bytes depend on the records only (row groups of
+        `row_group` rows, whatever chunks the caller had): what hashes the file (`world_key`) sees the same file
+        for the same rows. A key out of order or repeated is a ValueError (the caller's bug: use `replace`)."""
+        model = self.model(table)
+        schema = arrow_schema(model)
+        path = self.partition(table, dataset)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp-{os.getpid()}")
+        last: tuple | None = None
+        rows: list[dict] = []
+        n = 0
+        try:
+            with pq.ParquetWriter(tmp, schema, compression="zstd", write_statistics=True) as writer:
+                for r in records:
+                    if not isinstance(r, model):
+                        raise TypeError(f"{type(r).__name__} written to table {model.table}")
+                    k = _key(model, r)
+                    if last is not None and k <= last:
+                        raise ValueError(f"table {table}: key {k} after {last}: replace_sorted needs ascending, "
+                                         "unique keys (use replace)")
+                    last = k
+                    rows.append(r.to_row())
+                    n += 1
+                    if len(rows) >= row_group:
+                        writer.write_table(pa.Table.from_pylist(rows, schema=schema))
+                        rows = []
+                if rows or not n:
+                    writer.write_table(pa.Table.from_pylist(rows, schema=schema))
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return n
+
     def merge(self, table: str, dataset: str, records: Iterable[Record]) -> MergeStats:
         """Upsert by key: new content wins, but a row equal but for its run id is kept as it was."""
         model = self.model(table)

@@ -53,6 +53,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from core.parallel import cores
 from warehouse.ids import canonical_json
 
 if TYPE_CHECKING:
@@ -109,18 +110,6 @@ def verify(directory: Path) -> Path:
                          f"`uv sync --locked --reinstall-package {DIST}`")
     _verified.add(key)
     return Path(directory)
-
-
-def cores() -> int:
-    """CPUs this process may run on: its affinity mask, lowered by a cgroup v2 CPU quota if one is set."""
-    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
-        if quota != "max":
-            n = min(n, max(1, int(int(quota) // int(period))))
-    except (OSError, ValueError):
-        pass
-    return max(1, n)
 
 
 def offline() -> None:

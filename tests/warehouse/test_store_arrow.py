@@ -67,3 +67,19 @@ def test_two_families_rejecting_one_item_for_one_reason_keep_both_rows(tmp_path)
                       reason="a probe passes the rubric") for f in ("ticket_triage", "commit_link")]
     store.replace("rejections", "d", rows)
     assert sorted(r.family for r in store.read("rejections", "d")) == ["commit_link", "ticket_triage"]
+
+
+def test_a_sorted_stream_is_written_a_row_group_at_a_time_with_bytes_of_its_rows_only(tmp_path):
+    """`replace_sorted` (the anonymize stage's chunked write): the rows `replace` would store, and the same file
+    whatever batches the caller had (world keys hash the file); keys out of order are refused, the old file kept."""
+    store = Store(tmp_path)
+    rows = [Embedding(content_hash=f"{i:04d}", model="m", vector=[float(i)]) for i in range(50)]
+    assert store.replace_sorted("embeddings", "a", iter(rows), row_group=8) == 50
+    assert store.replace_sorted("embeddings", "b", (r for r in rows), row_group=8) == 50
+    assert store.read("embeddings", "a") == rows
+    assert store.partition("embeddings", "a").read_bytes() == store.partition("embeddings", "b").read_bytes()
+    before = store.partition("embeddings", "a").read_bytes()
+    with pytest.raises(ValueError, match="ascending"):
+        store.replace_sorted("embeddings", "a", [rows[1], rows[0]])
+    assert store.partition("embeddings", "a").read_bytes() == before
+    assert not list(store.partition("embeddings", "a").parent.glob("*.tmp-*"))
