@@ -145,14 +145,11 @@ class ShaTranslator:
         return self.map[hits[0]][:len(token)] if len(hits) == 1 else token
 
 
-def world_key(events_file: Path, sha_map: dict[str, str]) -> str:
-    """The content key of a world: the events file's bytes and the SHA map (and this module's version)."""
-    h = hashlib.sha256()
-    if events_file.exists():
-        with open(events_file, "rb") as f:
-            while block := f.read(1 << 20):
-                h.update(block)
-    return content_hash("world", WORLD_VERSION, h.hexdigest(), sorted(sha_map.items()))
+def world_key(events_digest: str, sha_map: dict[str, str]) -> str:
+    """The content key of a world: the digest of its anonymized events' content (`Store.content_digest`: without
+    the run ids, so two runs of the same input give one key, and every task id that names it stays) and the SHA
+    map (and this module's version)."""
+    return content_hash("world", WORLD_VERSION, events_digest, sorted(sha_map.items()))
 
 
 def build_world(events: Iterable[Event], dest: Path, key: str, sha_map: dict[str, str] | None = None) -> Path:

@@ -203,6 +203,9 @@ def base_paths(worlds_dir: Path, repo_git: Path, base_commit: str) -> list[str]:
 # --- steps in a session ---------------------------------------------------------------------------------------
 
 
+WORKDIR_SHOWN = "/tmp/.taskmine-verify-…"   # the verifier's folder as messages show it (its name is random)
+
+
 def _workdir(session: Session) -> str:
     """A fresh folder under /tmp, named now (after the agent's processes are dead)."""
     name = f"/tmp/.taskmine-verify-{secrets.token_hex(8)}"
@@ -210,6 +213,12 @@ def _workdir(session: Session) -> str:
     if r.exit_code != 0:
         raise _AgentBroke(f"the verifier could not make its folder: {r.status_line()}: {r.stderr.strip()[-200:]}")
     return name
+
+
+def _shown(session: Session, work: str, text: str) -> str:
+    """`text` with the verifier's folder under one name: its real name is drawn per episode (the agent cannot
+    guess it), and a validation's stored message must not change from run to run with it."""
+    return text.replace(session.path_of(work), WORKDIR_SHOWN).replace(work, WORKDIR_SHOWN)
 
 
 class _AgentBroke(Exception):
@@ -272,13 +281,16 @@ def run_tests(session: Session, repo_dir: str, spec: codeenv.EnvSpec, files: dic
     status = r.status_line()
     lines = [x for x in r.stdout.splitlines() if x.startswith(sealed.MARK + " ")]
     if not lines:
+        # the folder's name is drawn per episode (the agent cannot guess it): not in what a validation stores
+        said = _shown(session, work, r.stderr or r.stdout)
         return TestRun(None, {}, status, r.duration_s, f"the sealed runner left no result ({status}): "
-                                                       f"{(r.stderr or r.stdout).strip()[-300:]}")
+                                                       f"{said.strip()[-300:]}")
     digest = lines[-1].split()[1]
     try:
         raw = session.read_file(f"{work}/result.json", limit=REPORT_LIMIT)
     except SandboxError as exc:
-        return TestRun(None, {}, status, r.duration_s, f"the sealed runner's result cannot be read: {exc}")
+        return TestRun(None, {}, status, r.duration_s,
+                       f"the sealed runner's result cannot be read: {_shown(session, work, str(exc))}")
     if hashlib.sha256(raw).hexdigest() != digest:
         return TestRun(None, {}, status, r.duration_s, "the sealed runner's result is not the one it wrote")
     result = json.loads(raw)

@@ -42,6 +42,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import functools
+import hashlib
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
@@ -171,8 +172,12 @@ def _key(e: Event) -> tuple:
 
 
 def _shingles(text: str | None, limit: int = 400) -> set[int]:
+    """The text's runs of SHINGLE words, each as a 64-bit blake2b (never `hash()`, which PYTHONHASHSEED draws: a
+    collision, and so the parent a reply is given, must not depend on the process)."""
     words = re.findall(r"\w+", (text or "").casefold())[:limit]
-    return {hash(tuple(words[i:i + SHINGLE])) for i in range(max(0, len(words) - SHINGLE + 1))}
+    return {int.from_bytes(hashlib.blake2b(" ".join(words[i:i + SHINGLE]).encode("utf-8", "surrogatepass"),
+                                           digest_size=8).digest(), "little")
+            for i in range(max(0, len(words) - SHINGLE + 1))}
 
 
 def _quoted(e: Event) -> str:

@@ -17,7 +17,11 @@ Invariants:
   (`@user`, `[~user]`), under their full name.
 - Nothing depends on which pseudonyms were drawn: a rank counts the values strictly more common (ties share the
   best rank), a reach counts the values tied with one, and the commonest list breaks ties by first appearance
-  (time, then event id: a hash of the raw record's id, not of pseudonymized text).
+  (time, then event id: a hash of the raw record's id, not of pseudonymized text, then the order in which that
+  document names them: its text, then the files a commit touches, then its people).
+- Nothing depends on the process either: the values a document names are kept in the order it names them, never
+  in a set's order (which PYTHONHASHSEED draws), so the commonest list, and the listing probes built from it, are
+  the same in every run.
 """
 
 from __future__ import annotations
@@ -63,42 +67,43 @@ class Prevalence:
         user_re = re.compile(r"(?:@|\[~)(" + "|".join(map(re.escape, users)) + r")(?![\w])", re.I) if users else None
         full_of = {n.casefold(): n for n in fulls}
         out = cls()
-        rows: list[tuple[float, str, set[tuple[str, str]]]] = []
+        rows: list[tuple[float, str, list[tuple[str, str]], list[tuple[str, str]]]] = []
         for e in events:
             if e.kind not in CONTENT_KINDS or e.automated:
                 continue
             text = translate(f"{e.title or ''}\n{new_text(e) if e.kind != 'commit' else e.body or ''}") or ""
-            found: set[tuple[str, str]] = set()
-            bases: set[tuple[str, str]] = set()
+            # dicts as ordered sets: the order a document names its values in breaks ties in `commonest`
+            found: dict[tuple[str, str], None] = {}
+            bases: dict[tuple[str, str], None] = {}
             for f in F.extract(text, limit=10**6):
                 k = (f.kind, key_of(f.kind, f.text))
-                found.add(k)
+                found[k] = None
                 out.spelling.setdefault(k, f.text)
                 if f.kind == "file" and "/" in f.text:
-                    bases.add(("file", key_of("file", f.text.rsplit("/", 1)[-1])))
+                    bases[("file", key_of("file", f.text.rsplit("/", 1)[-1]))] = None
             if e.kind == "commit":
                 for p in (e.attrs or {}).get("files") or []:
                     path = str(p.get("path") or "") if isinstance(p, dict) else ""
                     if path:
-                        found.add(("file", key_of("file", path)))
+                        found[("file", key_of("file", path))] = None
                         out.spelling.setdefault(("file", key_of("file", path)), path)
-                        bases.add(("file", key_of("file", path.rsplit("/", 1)[-1])))
-            people = set()
+                        bases[("file", key_of("file", path.rsplit("/", 1)[-1]))] = None
+            people: dict[str, None] = {}
             if e.actor_name and e.actor_name.casefold() in full_of:
-                people.add(full_of[e.actor_name.casefold()])
+                people[full_of[e.actor_name.casefold()]] = None
             if full_re is not None:
-                people |= {full_of.get(m.casefold(), m) for m in full_re.findall(text)}
+                people.update((full_of.get(m.casefold(), m), None) for m in full_re.findall(text))
             if user_re is not None:
-                people |= {names[m.casefold()] for m in user_re.findall(text) if m.casefold() in names}
+                people.update((names[m.casefold()], None) for m in user_re.findall(text) if m.casefold() in names)
             for p in people:
                 k = (PERSON, key_of(PERSON, p))
-                found.add(k)
+                found[k] = None
                 out.spelling.setdefault(k, p)
-            rows.append((e.ts.timestamp(), e.event_id, found, bases - found))
+            rows.append((e.ts.timestamp(), e.event_id, list(found), [k for k in bases if k not in found]))
         rows.sort(key=lambda r: (r[0], r[1]))
         for ts, eid, found, bases in rows:
             out.times.append(ts)
-            out.by_event[eid] = sorted(found | bases)
+            out.by_event[eid] = sorted({*found, *bases})
             out.when[eid] = ts
             for k in found:
                 out.occurrences.setdefault(k, []).append((ts, eid))
@@ -169,5 +174,6 @@ class Prevalence:
         skip = {key_of(kind, x) for x in exclude if x}
         counts = self.counts(kind, t, hidden)
         first = {key: self.occurrences[(kind, key)][0] for key in counts}
+        # sorted is stable: values first named by the same document keep the order it names them in (`of`)
         ranked = sorted((key for key in counts if key not in skip), key=lambda key: (-counts[key], first[key]))
         return [self.spelling[(kind, key)] for key in ranked[:n]]

@@ -66,7 +66,7 @@ def build(store: Store, dataset: str) -> WorldBuild:
     for name, info in sorted(anon.items()):
         repos[name] = _linkfree(root, name, info, keys)
     sha_map = {raw: w for info in repos.values() for raw, w in info["sha_map"].items()}
-    key = world_key(store.partition("anonymized_events", dataset), sha_map)
+    key = world_key(store.content_digest("anonymized_events", dataset), sha_map)
     # a withheld event (privacy.withhold) is a stub that only keeps its place: the world leaves it out
     path = build_world((e for e in store.iter("anonymized_events", dataset) if not e.withheld), root / "world.sqlite",
                        key, sha_map)

@@ -54,6 +54,12 @@ class Record(BaseModel):
         return cls(**{k: v for k, v in data.items() if k in cls.model_fields})
 
 
+# Columns that name the run that wrote a row (a Dagster run id): provenance, never content. No id, content key, cache
+# key or published hash reads them (Store.merge keeps a row that differs only in them; Store.content_digest leaves
+# them out), so that the same input and salt give the same ids and the same published tasks in every run.
+RUN_FIELDS = frozenset({"ingest_run_id", "run_id"})
+
+
 def _utc(value: dt.datetime | None) -> dt.datetime | None:
     if value is None:
         return None

@@ -18,11 +18,14 @@ Invariants:
 - The Arrow path (`write_arrow`, `append_arrow`) writes the same files as the record path (same schema,
   same order by key, same Parquet settings) without one pydantic model per row: for bulk tables such as
   embeddings. `append_arrow` adds only new keys and leaves the file untouched when there are none.
+- `content_digest` hashes a partition's content without its run ids (`schemas.RUN_FIELDS`): a content key over a
+  table (the world's) never hashes the Parquet file's bytes, which carry the run id of every row.
 - Nothing here knows any source format.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -33,12 +36,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from warehouse.schemas import TABLES, Record, arrow_schema, conform, duckdb_ddl, to_table
+from warehouse.ids import canonical_json
+from warehouse.schemas import RUN_FIELDS, TABLES, Record, arrow_schema, conform, duckdb_ddl, to_table
 
 PRIVATE_TABLES = {"events", "quarantine", "identities"}
 # Anonymized events share the Event schema but live in the public area under their own name.
 VIEW_MODELS = {"anonymized_events": "events"}
-_VOLATILE = {"ingest_run_id"}
 
 
 def default_home() -> Path:
@@ -195,6 +198,20 @@ class Store:
             for row in batch.to_pylist():
                 yield model.from_row(row)
 
+    def content_digest(self, table: str, dataset: str, batch_size: int = 2048) -> str:
+        """sha256 of the partition's rows in their stored order (by key), each as canonical JSON without the run
+        ids (`schemas.RUN_FIELDS`): what a content key over a table hashes, so that two runs of the same input
+        give the same key (the file's bytes differ in every row's run id). An absent partition: the empty digest."""
+        h = hashlib.sha256()
+        path = self.partition(table, dataset)
+        if path.exists():
+            f = pq.ParquetFile(path)
+            columns = [c for c in f.schema_arrow.names if c not in RUN_FIELDS]
+            for batch in f.iter_batches(batch_size=batch_size, columns=columns):
+                for row in batch.to_pylist():
+                    h.update(canonical_json(row).encode("utf-8", "surrogatepass") + b"\n")
+        return h.hexdigest()
+
     def count(self, table: str, dataset: str) -> int:
         path = self.partition(table, dataset)
         return pq.ParquetFile(path).metadata.num_rows if path.exists() else 0
@@ -252,4 +269,4 @@ def _key(model: type[Record], r: Record) -> tuple:
 
 
 def _stable(r: Record) -> dict:
-    return {k: v for k, v in r.to_row().items() if k not in _VOLATILE}
+    return {k: v for k, v in r.to_row().items() if k not in RUN_FIELDS}

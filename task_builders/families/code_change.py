@@ -344,7 +344,9 @@ class CodeChange(Family):
             "restore": restore, "run": run, "FAIL_TO_PASS": sets.fail_to_pass, "PASS_TO_PASS": sets.pass_to_pass,
             "flaky": sets.flaky, "broken_by_fix": sets.broken, "timeout_s": self.settings(ctx).timeout_s,
             "patch": patch, "test_patch": test_patch, "problem_statement": statement, "statement_source": source,
-            "created_at": _commit_time(path, c.fix).isoformat(), "measure_seconds": measured.seconds,
+            # no measured durations: the task's content (and its id) is a function of the input and the salt; how
+            # long the tests ran stays in the measure's cache (world_root/code/measure)
+            "created_at": _commit_time(path, c.fix).isoformat(),
             "tickets": [i.native_id for i in c.issues],
         }
         if note:
@@ -532,11 +534,26 @@ def _test_sources(repo: Path, fix: str, test_ids: list[str]) -> dict[str, str]:
     return out
 
 
+# What a failure message holds that the run drew, not the repository: an object's address in its repr
+# (`<function f at 0x7f9788b74680>`, a new one in every process) and pytest's or tempfile's temporary folders.
+_RUN_DRAWN = ((re.compile(r"\b(at|id=) ?0x[0-9a-fA-F]{4,16}\b"), r"\1 0x…"),
+              (re.compile(r"/(?:private/)?(?:var/folders/[^\s/]+/[^\s/]+/T|tmp)/(?:pytest-of-[^\s/]+/pytest-\d+"
+                          r"|tmp[0-9a-z_]{6,})"), "<tmp>"))
+
+
+def stable_message(message: str) -> str:
+    """A test's failure message without what the run drew (addresses, temp folders): what a statement is written
+    from, so that the task (and its id) is a function of the repository, not of the process that measured it."""
+    for pattern, repl in _RUN_DRAWN:
+        message = pattern.sub(repl, message)
+    return message
+
+
 def _evidence(f2p: list[str], messages: dict[str, str], sources: dict[str, str]) -> str:
     """The failing tests and how they fail before the fix: what a statement is written from."""
     blocks, size = [], 0
     for t in f2p[:SHOWN_TESTS]:
-        msg = " ".join((messages.get(t) or "").split())[:300]
+        msg = " ".join(stable_message(messages.get(t) or "").split())[:300]
         src = sources.get(t, "")
         block = f"Test {t}\n" + (f"fails with: {msg}\n" if msg else "fails\n") + (f"```python\n{src.rstrip()}\n```\n"
                                                                                if src else "")

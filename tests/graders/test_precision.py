@@ -146,3 +146,17 @@ def test_a_link_named_once_among_many_is_no_common_fact():
     prev, t = Prevalence.of(once + wiki), cutoff.timestamp()
     assert prev.rank("url", sites[5], t) == 2 and prev.reach("url", sites[5], t, 3) == 2 / 12
     assert prev.reach("url", sites[5], t, 1) == 0.0 and prev.reach("url", "https://none.example/", t, 3) == 0.0
+
+
+def test_the_commonest_list_breaks_ties_by_the_order_a_document_names_them():
+    """Values first named by one document tie on count and first appearance: the commonest list (what the listing
+    probes name) keeps the order that document names them in, never a set's order, which PYTHONHASHSEED draws
+    (issues 20, 21: two runs of one input and salt gave listing probes in another order and with other values)."""
+    from task_builders.prevalence import Prevalence
+
+    files = ["web/app.py", "core/pom.xml", "README.md", "api/auth.py", "search/indexer.py", "docs/setup.md",
+             "core/cache.py", "tests/test_api.py"]
+    prev = Prevalence.of([chat(1, PEOPLE[0], "touched " + ", ".join(f"`{f}`" for f in files) + " today", 1)])
+    t = (T0 + dt.timedelta(hours=2)).timestamp()
+    assert prev.commonest("file", t, len(files)) == files
+    assert prev.commonest("file", t, 3) == files[:3]

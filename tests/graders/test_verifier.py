@@ -77,3 +77,32 @@ def test_a_repository_replaced_by_a_link_is_made_again(tmp_path):
     os.symlink(target, tmp_path / "repo")
     unpack(tmp_path, {"tests/test_a.py": b"x\n"})
     assert not (tmp_path / "repo").is_symlink() and list(target.iterdir()) == []
+
+
+def test_a_message_of_the_verifier_never_names_its_random_folder():
+    """The verifier's folder is named at random per episode (the agent cannot guess it); a runner that dies
+    with a traceback naming it must leave the same stored message in every run (issues 20, 21)."""
+    from types import SimpleNamespace
+
+    from environments.codeenv import EnvSpec
+    from graders.verifier import WORKDIR_SHOWN, Setup, run_tests
+
+    class Session:
+        kind = "docker"
+
+        def path_of(self, p):
+            return p
+
+        def write_file(self, *a, **k):
+            pass
+
+        def exec(self, cmd, **k):
+            work = cmd.split()[5].rsplit("/", 1)[0]
+            return SimpleNamespace(stdout="", stderr=f'Traceback:\n  File "{work}/sealed.py", line 3\nMemoryError\n',
+                                   duration_s=0.1, status_line=lambda: "exit 1")
+
+    runs = [run_tests(Session(), "/repo", EnvSpec("python"), {}, ["tests/test_a.py"], 10, work,
+                      Setup((), (), ())) for work in ("/tmp/.taskmine-verify-3e51bafbbf6a9e68",
+                                                     "/tmp/.taskmine-verify-0c1d2e3f40516273")]
+    assert runs[0].outcomes is None and "MemoryError" in runs[0].error
+    assert runs[0].error == runs[1].error and WORKDIR_SHOWN + "/sealed.py" in runs[0].error

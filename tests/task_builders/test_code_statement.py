@@ -5,7 +5,7 @@ import json
 import types
 
 from llm.client import LLM
-from task_builders.families.code_change import Candidate, CodeChange, _template, patch_leaks
+from task_builders.families.code_change import Candidate, CodeChange, _evidence, _template, patch_leaks
 from warehouse.schemas import WorkItem
 
 PATCH = """diff --git a/calc/ops.py b/calc/ops.py
@@ -66,3 +66,17 @@ def test_a_model_statement_that_repeats_the_fix_falls_back_to_the_template(llm_s
     text, source, note = statement(LLM(llm_standin.config(tmp_path)))
     assert source == "template" and "repeated a line" in note and text == _template(text.split(":\n\n", 1)[1])
     assert patch_leaks(text, PATCH) == []
+
+
+def test_a_statement_holds_nothing_the_measuring_process_drew():
+    """A failure message names objects by address and temp folders by a random name, new in every run: the
+    statement written from it must be the same in every run (its task id hashes it; issues 20, 21)."""
+    def message(addr: str, tmp: str) -> dict[str, str]:
+        return {F2P[0]: f"assert 28 == 29\n +  where 28 = <function column_cents at {addr}>(0.29) "
+                        f"<Cache object at {addr}> in {tmp}/data.csv"}
+    one = _evidence(F2P, message("0x7f9788b74680", "/tmp/pytest-of-agent/pytest-3"), SOURCES)
+    other = _evidence(F2P, message("0x7f2201ac5e10", "/tmp/pytest-of-agent/pytest-12"), SOURCES)
+    assert one == other and "0x7f" not in one and "pytest-3" not in one
+    assert "assert 28 == 29" in one and "column_cents" in one and "data.csv" in one
+    assert _evidence(F2P, message("0x7f9788b74680", "/tmp/tmpa1b2c3d4"), SOURCES) == _evidence(
+        F2P, message("0x7f9788b74681", "/tmp/tmpzz99yy88"), SOURCES)

@@ -3,11 +3,20 @@ tasks (by lineage: the events a task was built from, whose ids hash the raw reco
 every probe scoring the same; and a run is reproducible given its salt (TASKMINE_SALT, privacy.anonymize.Vault).
 
 On the main branch before this change, salts s1, s2 and s3 gave different email_reply tasks (a probe seeded from a
-work item's id, which hashes the salted Message-ID, drew another random reply)."""
+work item's id, which hashes the salted Message-ID, drew another random reply).
+
+And the same salt gives the same tasks in two fresh homes, under two run ids and two PYTHONHASHSEEDs (issues 20,
+21: the published output is a function of the input and the salt). Before this test, every task id differed (the
+world key hashed the events file, whose rows carry the run's id) and the listing probes of the communication
+families named tied values in a set's order (task_builders.prevalence)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +70,45 @@ def test_a_vault_keeps_its_salt_and_refuses_another(tmp_path):
         Vault.load(path, salt="1e" * 16)
     with pytest.raises(VaultError, match="empty"):
         Vault.load(tmp_path / "x.json", salt=" ")
+
+
+# One run of the stages up to `tasks` in its own process: a fresh home, the run id Dagster would give (a new one per
+# run), the salt and hash seed of the environment; prints the tasks (and the world key) as JSON.
+_ONE_RUN = """
+import json, sys, uuid
+from pathlib import Path
+from core.config import DatasetConfig
+from taskmine import flow
+from warehouse.store import Store
+home, export, families = sys.argv[1], Path(sys.argv[2]), tuple(sys.argv[3].split(","))
+store = Store(home)
+config = DatasetConfig(ner_model="", families=families)
+ctx = flow.context(store, "acme", export, config=config, run_id=uuid.uuid4().hex)
+flow.prepare(ctx)
+flow.run(ctx, "work_items", "clusters", "world", "tasks")
+world = json.loads((store.worlds("acme") / "world.json").read_text())["key"]
+print(json.dumps({"world": world, "tasks": [t.model_dump(mode="json") for t in store.read("tasks", "acme")]}))
+"""
+
+
+@pytest.mark.slow
+def test_one_salt_gives_the_same_tasks_in_every_run(sample_company, tmp_path):
+    """Two runs in fresh homes with one salt, other run ids and other hash seeds: the same world key, the same task
+    ids per family, the same task rows (prompt, world, reference with its probes and their scores, rubric)."""
+    runs = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "TASKMINE_SALT": "one-salt", "PYTHONHASHSEED": seed, "TASKMINE_HOME": str(tmp_path / seed)}
+        done = subprocess.run([sys.executable, "-c", _ONE_RUN, str(tmp_path / seed), str(sample_company / "acme"),
+                               ",".join(FAMILIES)], env=env, capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parents[2])
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    a, b = runs
+    assert len({t["family"] for t in a["tasks"]}) >= 4, sorted({t["family"] for t in a["tasks"]})
+    assert a["world"] == b["world"]
+    ids = [{f: sorted(t["task_id"] for t in r["tasks"] if t["family"] == f) for f in FAMILIES} for r in runs]
+    assert ids[0] == ids[1], {f: len(set(ids[0][f]) ^ set(ids[1][f])) for f in FAMILIES}
+    rows = [{t["task_id"]: t for t in r["tasks"]} for r in runs]
+    for task_id, row in rows[0].items():
+        other = rows[1][task_id]
+        assert row == other, (row["family"], task_id, sorted(k for k in row if row[k] != other[k]))

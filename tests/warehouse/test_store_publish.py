@@ -41,6 +41,19 @@ def test_merge_is_idempotent_and_byte_stable(tmp_path):
     assert store.partition("events", "d").is_relative_to(tmp_path / "private")
 
 
+def test_a_content_digest_leaves_the_run_ids_out(tmp_path):
+    """Two runs of one input write files that differ in every row's run id (ingest_run_id): a content key over a
+    table (the world's, and through it every task id) must not see that; a change of content it must."""
+    a, b = Store(tmp_path / "a"), Store(tmp_path / "b")
+    a.replace("anonymized_events", "d", [ev(1, run="run-a"), ev(2, run="run-a")])
+    b.replace("anonymized_events", "d", [ev(2, run="run-b"), ev(1, run="run-b")])
+    assert a.partition("anonymized_events", "d").read_bytes() != b.partition("anonymized_events", "d").read_bytes()
+    assert a.content_digest("anonymized_events", "d") == b.content_digest("anonymized_events", "d")
+    b.replace("anonymized_events", "d", [ev(1, run="run-b"), ev(2, run="run-b", body="edited")])
+    assert a.content_digest("anonymized_events", "d") != b.content_digest("anonymized_events", "d")
+    assert Store(tmp_path / "c").content_digest("events", "d") == Store(tmp_path / "e").content_digest("events", "d")
+
+
 def test_duckdb_catalog_sees_every_table(tmp_path):
     store = Store(tmp_path)
     store.merge("events", "d", [ev(1)])
