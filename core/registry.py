@@ -28,6 +28,8 @@ import threading
 import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
+from importlib.metadata import distribution
 from importlib.metadata import entry_points as installed_entry_points
 from types import ModuleType
 from typing import Any, Generic, TypeVar
@@ -155,6 +157,17 @@ class Registry(Generic[T]):
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first.get("loc", ()))
             raise ValueError(f"{self.kind} {name!r}: argument {where or '?'}: {first.get('msg')}") from None
+
+
+def own_metadata() -> dict[str, Path]:
+    """The project's own installed metadata a copy of its source needs elsewhere (a step image, a Harbor runtime):
+    `<name>.dist-info/METADATA` and `entry_points.txt` (how the registry finds the built-ins) -> their files. Not
+    RECORD or direct_url.json: they name this machine's paths."""
+    out: dict[str, Path] = {}
+    for f in distribution(OWN).files or ():
+        if f.name in ("METADATA", "entry_points.txt") and f.parent.name.endswith(".dist-info"):
+            out[f"{f.parent.name}/{f.name}"] = Path(f.locate())
+    return out
 
 
 def entry_points(group: str) -> list:

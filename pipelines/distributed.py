@@ -45,6 +45,7 @@ from dagster_k8s import k8s_job_executor
 
 from pipelines.assets import datasets
 import taskmine
+from core.registry import own_metadata
 from environments.docker_cli import docker, image_id
 from environments.images import ensure_base_image
 from pipelines.definitions import defs as root
@@ -126,7 +127,8 @@ COPY site/ /usr/local/lib/python3.11/dist-packages/
 COPY src/ /opt/taskmine/
 COPY bin/ /usr/local/bin/
 RUN echo /opt/taskmine > /usr/local/lib/python3.11/dist-packages/taskmine-src.pth \\
- && python3 -c "import dagster, pipelines.definitions, environments.sandbox"
+ && python3 -c "import dagster, pipelines.definitions, environments.sandbox; from core.registry import KINDS, \\
+registry; [registry(k).all() for k in KINDS]"
 ENV HOME=/root PYTHONDONTWRITEBYTECODE=1 DAGSTER_DISABLE_TELEMETRY=1 HF_HUB_OFFLINE=1
 WORKDIR /opt/taskmine
 LABEL {label}=1
@@ -163,6 +165,8 @@ def step_image(progress=print) -> str:
                         filter=lambda i: None if "__pycache__" in i.name else i)
             for f in _source_files(root):
                 tar.add(f, arcname=f"src/{f.relative_to(root)}")
+            for name, path in own_metadata().items():    # the entry points: how the registry finds built-ins
+                tar.add(path, arcname=f"site/{name}")
             add_bytes("bin/dagster", LAUNCHER.format(module="dagster._cli").encode(), 0o755)
             add_bytes("bin/taskmine", LAUNCHER.format(module="pipelines.cli").encode(), 0o755)
             tar.add(docker_cli, arcname="bin/docker")

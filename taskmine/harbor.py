@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from core.registry import OWN
+from core.registry import own_metadata
 from environments import codeenv
 from environments.docker_cli import SandboxError, docker, image_id
 from environments.images import _normalized
@@ -135,10 +135,8 @@ def _runtime_files() -> dict[str, Path]:
                     if p.is_file() and "__pycache__" not in p.parts:
                         result[f"site/{p.relative_to(site)}"] = p
     # the project's own metadata: its entry points are how the registry finds the built-in checks and families
-    own = metadata.distribution(OWN)
-    for f in own.files or ():
-        if f.name in ("METADATA", "entry_points.txt") and f.parent.name.endswith(".dist-info"):
-            result[f"site/{f.parent.name}/{f.name}"] = Path(f.locate())
+    for name, path in own_metadata().items():
+        result[f"site/{name}"] = path
     for pkg in sorted(ours):
         for p in (repo / pkg).rglob("*.py"):
             if "__pycache__" not in p.parts:
