@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
+import io
 import json
 import re
 import shlex
@@ -481,8 +482,11 @@ def _archive(repo: Path, commit: str, dest: Path) -> None:
                           capture_output=True)
     if proc.returncode != 0:
         raise GitWorldError(f"git archive {commit[:12]} failed: {proc.stderr.decode(errors='replace')[:200]}")
-    with tarfile.open(fileobj=__import__("io").BytesIO(proc.stdout)) as tar:
-        tar.extractall(dest, filter="data")
+    with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+        else:   # Python before 3.11.4 (Debian bookworm's, in a docker_executor step): no filters; the members are
+            tar.extractall(dest)   # the paths of one git tree, relative and never below a symlink of the same tree
 
 
 def _added_lines(patch: str) -> list[str]:
