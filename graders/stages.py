@@ -36,7 +36,11 @@ def validations(ctx: RunContext, only: Iterable[str] | None = None) -> StageResu
     current = {t.task_id for t in all_tasks}
     wanted = set(only) if only else None
     existing = store.read("validations", dataset)
-    done = {v.task_id for v in existing if v.sandbox == sandbox.kind and v.error_class not in ("infra", "timeout")}
+    # a task is done when it has runs in this kind of sandbox and none of them was an infrastructure error (one
+    # lost run among a task's dozen makes the whole task replayed again, not kept with a hole)
+    broken = {v.task_id for v in existing if v.error_class in ("infra", "timeout")
+              and not v.run_kind.startswith(MEASURE_KINDS)}     # (a baseline's is redone by `measure`)
+    done = {v.task_id for v in existing if v.sandbox == sandbox.kind} - broken
     todo = [t for t in all_tasks if t.task_id not in done and (wanted is None or t.task_id in wanted)]
     redo = {t.task_id for t in todo}
     rows = [v for v in existing if v.task_id in current and v.task_id not in redo]

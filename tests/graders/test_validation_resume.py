@@ -91,3 +91,21 @@ def test_tasks_validated_in_parallel_get_the_verdicts_of_one_at_a_time(built, tm
         t.task_id for t in tasks for _ in range(2 + len(t.reference["probes"])
                                                 + sum(1 for a in t.reference.get("alternatives") or [] if a["calls"])))
     assert flow.run(ctx.replace(sandbox=Counting()), "validations").counts["validated_now"] == 0
+
+
+def test_a_task_with_one_run_lost_to_the_infrastructure_is_replayed_whole(built):
+    """One null run lost to the infrastructure among a task's dozen runs: the re-run replays that task (before, the
+    task counted as done because its other runs were fine, so the gate failed on it forever)."""
+    store = built
+    flow.run(flow.context(store, "acme", sandbox=LocalSandbox(), repeats=1), "validations")
+    rows = store.read("validations", "acme")
+    victim = rows[0].task_id
+    lost = [v.model_copy(update={"score": None, "checks": [], "error_class": "infra", "message": "no result"})
+            if v.task_id == victim and v.run_kind == "null" else v for v in rows]
+    store.replace("validations", "acme", lost)
+
+    box = Counting()
+    res = flow.run(flow.context(store, "acme", sandbox=box, repeats=1), "validations")
+    assert res.counts["validated_now"] == 1
+    assert not [v for v in store.read("validations", "acme") if v.error_class in ("infra", "timeout")]
+    assert res.counts["infra_errors"] == 0
