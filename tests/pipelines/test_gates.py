@@ -119,7 +119,9 @@ def test_a_little_residue_is_withheld_and_the_run_goes_on(taskmine_env, sample_c
 
     exports = tmp_path / "exports"
     shutil.copytree(sample_company, exports, symlinks=True)
-    (exports / "acme" / "taskmine.toml").write_text('ner_model = ""\n')
+    # one process (workers = 1): the planted record below is chosen by state of this process, which forked
+    # workers would each have a copy of (each would plant one)
+    (exports / "acme" / "taskmine.toml").write_text('ner_model = ""\nworkers = 1\n')
     monkeypatch.setenv("TASKMINE_EXPORTS", str(exports))
     monkeypatch.setenv("TASKMINE_SANDBOX", "local")
     real = Anonymizer.event
