@@ -43,6 +43,7 @@ from environments.tools import ToolServer, ToolSocket
 from environments.world import World
 from sample.company import write_sample
 from task_builders import world as worldbuild
+from task_builders.stages import disk_bytes
 from taskmine import flow
 from warehouse.store import Store
 
@@ -50,17 +51,6 @@ STARTS = 5
 QUERIES = 300
 CLI_QUERIES = 40
 REAL = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "real"
-
-
-def _bytes(path: Path) -> int:
-    seen, total = set(), 0
-    for p in [path] if path.is_file() else path.rglob("*"):
-        if p.is_file() and not p.is_symlink():
-            st = p.stat()
-            if (st.st_dev, st.st_ino) not in seen:
-                seen.add((st.st_dev, st.st_ino))
-                total += st.st_size
-    return total
 
 
 def _copy_at(repo: Path, commit: str, dest: Path) -> None:
@@ -119,9 +109,9 @@ def _measure(name: str, store, dataset: str, world_s: float, sandbox) -> dict:
     root = store.worlds(dataset)
     tasks = _cutoff_tasks(store, dataset)
     repos = {r["slug"]: Path(r["path"]) for r in worldbuild.load(store, dataset).values()}
-    world_files = _bytes(root / "world.sqlite") + sum(_bytes(p) for p in repos.values())
+    world_files = disk_bytes(root / "world.sqlite") + sum(disk_bytes(p) for p in repos.values())
     per_task = [len(json.dumps(t["world"], default=str)) for t in tasks]
-    sources = _bytes(store.partition("anonymized_events", dataset)) + _bytes(root / "repos")
+    sources = disk_bytes(store.partition("anonymized_events", dataset)) + disk_bytes(root / "repos")
     with tempfile.TemporaryDirectory(prefix="taskmine-bench-copies-") as tmp:
         started = time.perf_counter()
         copies = []
@@ -130,7 +120,7 @@ def _measure(name: str, store, dataset: str, world_s: float, sandbox) -> dict:
             _copy_at(repos[t["repo"]], t["head"], dest)
             copies.append(dest)
         copy_s = time.perf_counter() - started
-        copy_bytes = sum(_bytes(c) for c in copies)
+        copy_bytes = sum(disk_bytes(c) for c in copies)
         starts, base_starts = [], []
         sample = random.Random(0).sample(range(len(tasks)), min(STARTS, len(tasks)))
         for i in sample:

@@ -164,8 +164,13 @@ def tasks(ctx: RunContext) -> StageResult:
 
 def world_bytes(store: Store, dataset: str) -> int:
     """Bytes on disk of every world of the dataset together (hard links counted once)."""
+    return disk_bytes(store.worlds(dataset))
+
+
+def disk_bytes(path: Path) -> int:
+    """Bytes on disk of a file, or of every file under a folder, hard links counted once (symlinks not)."""
     seen, total = set(), 0
-    for p in store.worlds(dataset).rglob("*"):
+    for p in [path] if path.is_file() else path.rglob("*"):
         if p.is_file() and not p.is_symlink():
             st = p.stat()
             if (st.st_dev, st.st_ino) not in seen:
