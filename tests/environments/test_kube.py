@@ -19,14 +19,12 @@ import os
 
 import pytest
 from kube_standin import StandIn
-from tiny_company import CUTOFF, make_repo, tiny_events
+from tiny_company import episode_world
 
 from environments.docker_cli import SandboxError
 from environments.episode import Episode
-from environments.gitworld import refs_at
 from environments.kube import NETWORK_POLICY, POLICY_NAME, KubernetesSandbox, _exit_code, pod_manifest
 from environments.sandbox import Mount
-from environments.world import build_world
 
 
 def test_the_pod_carries_every_hardening_field(tmp_path):
@@ -104,13 +102,7 @@ def test_an_episode_in_a_pod_uses_the_tools_git_and_files(kube, tmp_path):
     """The Episode as validation runs it: the git view copied into the pod, the tool socket relayed to the tool
     server on this machine, files written and read back without an end of input."""
     box, standin = kube
-    worlds = tmp_path / "worlds"
-    build_world(tiny_events(), worlds / "world.sqlite", "tiny-1")
-    shas = make_repo(tmp_path / "src")
-    (worlds / "world.json").write_text(json.dumps({"repos": {"repo": {"path": str(tmp_path / "src"),
-                                                                         "slug": "repo"}}}))
-    world = {"cutoff": CUTOFF.isoformat(), "git": {"repos": ["repo"], "refs": {"repo": refs_at(tmp_path / "src",
-                                                                                                 CUTOFF)}}}
+    worlds, world, shas = episode_world(tmp_path)
     with Episode(worlds, world, box) as ep:
         r = ep.exec("company jira show PROJ-1 | head -1; git -C ~/repo log --all --format=%s; "
                     "touch /run/company/x /world/git/x 2>&1 | wc -l; "

@@ -19,15 +19,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from tiny_company import CUTOFF, make_repo, tiny_events
+from tiny_company import episode_world
 
 from environments.docker_cli import SandboxError, daemon_answers, docker, image_id
 from environments.episode import Episode
-from environments.gitworld import refs_at
 from environments.pool import HOSTS_ENV, HostSpec, PoolConfigError, SandboxPool, hosts_from, parse_hosts
 from environments.backends import get_sandbox
 from environments.sandbox import DockerSandbox, HostLost
-from environments.world import build_world
 
 DEFAULT = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
@@ -123,16 +121,6 @@ def test_leases_go_to_the_freest_host_and_wait_when_every_host_is_full():
 # --- two daemons ----------------------------------------------------------------------------------------------
 
 
-def _tiny_episode_world(tmp_path: Path) -> tuple[Path, dict, dict]:
-    worlds = tmp_path / "worlds"
-    build_world(tiny_events(), worlds / "world.sqlite", "tiny-1")
-    shas = make_repo(tmp_path / "src")
-    (worlds / "world.json").write_text(json.dumps({"repos": {"repo": {"path": str(tmp_path / "src"),
-                                                                         "slug": "repo"}}}))
-    world = {"cutoff": CUTOFF.isoformat(), "git": {"repos": ["repo"], "refs": {"repo": refs_at(tmp_path / "src",
-                                                                                                 CUTOFF)}}}
-    return worlds, world, shas
-
 
 AS_HELPER = "for p in /proc/[0-9]*; do [ \"$(stat -c %u $p)\" = 1001 ] && echo ${p#/proc/}; done"
 
@@ -142,7 +130,7 @@ def test_an_episode_on_a_daemon_that_cannot_see_our_files(second_docker_host, tm
     """files="copy": the git view is copied in and the tool socket relayed over `docker exec`; the container has
     nothing of this machine mounted (no socket of any daemon either), the agent can write neither folder nor
     signal the helper processes, and the tools still answer after it tried."""
-    worlds, world, shas = _tiny_episode_world(tmp_path)
+    worlds, world, shas = episode_world(tmp_path)
     box = DockerSandbox(host=second_docker_host, files="copy")
     assert box.shares_files() is False
     with Episode(worlds, world, box) as ep:

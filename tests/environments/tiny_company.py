@@ -10,9 +10,12 @@ second comment naming the fix, the mail reply, a second chat reply, PROJ-2, the 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import subprocess
 from pathlib import Path
 
+from environments.gitworld import refs_at
+from environments.world import build_world
 from warehouse.ids import event_id
 from warehouse.schemas import Event
 
@@ -89,3 +92,15 @@ def make_repo(path: Path) -> dict[str, str]:
         out[subject] = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
                                       check=True).stdout.strip()
     return out
+
+
+def episode_world(tmp_path: Path) -> tuple[Path, dict, dict]:
+    """The tiny company as a world folder with its repository, the world an Episode gets at CUTOFF, the shas."""
+    worlds = tmp_path / "worlds"
+    build_world(tiny_events(), worlds / "world.sqlite", "tiny-1")
+    shas = make_repo(tmp_path / "src")
+    (worlds / "world.json").write_text(json.dumps({"repos": {"repo": {"path": str(tmp_path / "src"),
+                                                                         "slug": "repo"}}}))
+    world = {"cutoff": CUTOFF.isoformat(), "git": {"repos": ["repo"], "refs": {"repo": refs_at(tmp_path / "src",
+                                                                                                 CUTOFF)}}}
+    return worlds, world, shas
