@@ -124,3 +124,156 @@ def openenv_episode(url: str, task: dict, *, act: bool = True) -> dict:
         state = env.state()
         last = env.step({"tool": "submit"})
     return {"first": first, "steps": steps, "last": last, "state": state}
+
+
+# --- the checks of a published version, as a lab would run them (the e2e tests assert on them on the sample;
+# scripts/lab_check.py runs them on any published version, a real export's included) ------------------------
+
+
+def one_per_family(pub: Path) -> dict[str, dict]:
+    """One task per family: its agent row joined with its grader row (the scripted agents replay the reference)."""
+    from publishing.loader import load_dataset
+
+    ds = load_dataset(pub)
+    out: dict[str, dict] = {}
+    for t in sorted(ds.tasks(), key=lambda t: t["task_id"]):
+        if t["family"] not in out:
+            out[t["family"]] = {**t, **ds.grading(t["task_id"])}
+    return out
+
+
+def config_splits(pub: Path, cache: Path) -> dict[str, tuple[set, set]]:
+    """Per config of the card's YAML: (the splits `datasets.load_dataset(dir, name)` returns, the splits the
+    config's tasks are in according to the loader)."""
+    import datasets
+    import yaml
+
+    from publishing.loader import load_dataset
+
+    ds = load_dataset(pub)
+    configs = [c["config_name"] for c in yaml.safe_load((pub / "README.md").read_text().split("---")[1])["configs"]]
+    out = {}
+    for name in configs:
+        d = datasets.load_dataset(str(pub), name, cache_dir=str(cache))
+        want = {r["split"] for r in ds.tasks()
+                if name in ("grading", "trajectories") or (name == "all" and not r["easy"])
+                or (name == "easy" and r["easy"]) or (name == r["family"] and not r["easy"])
+                or (name == "swebench" and r["family"] == "code_change")}
+        out[name] = (set(d), want)
+    return out
+
+
+def agent_leaks(pub: Path) -> list[tuple[str, str]]:
+    """(family, string) of the reference strings (longer than 12 characters, not in the task's prompt) found in
+    the task's own agent-view row."""
+    import pyarrow.parquet as pq
+
+    from publishing.loader import load_dataset
+
+    ds = load_dataset(pub)
+    rows = {r["task_id"]: r for f in sorted(pub.glob("tasks/*/*.parquet")) for r in pq.read_table(f).to_pylist()}
+    leaked = []
+    for tid, row in rows.items():
+        g = ds.grading(tid)
+        text = json.dumps({k: v for k, v in row.items() if k != "prompt"}, default=str)
+        for s in set(_strings(g["reference"])) | set(_strings(g.get("requester") or {})) | set(g["hidden"]):
+            if len(s) > 12 and s not in row["prompt"] and (s in text or json.dumps(s)[1:-1] in text):
+                leaked.append((row["family"], s[:60]))
+    return leaked
+
+
+# reference fields that are no answer: what the agent is given (the statement, its repository at the base commit,
+# the tickets, the test modules it is told about), labels (tool and probe names, how an alternative was made) and
+# probes (wrong outcomes: the newest commit at the cutoff is a branch tip of the agent's own repository)
+GIVEN = {"tool", "name", "how", "kind", "check", "id", "probes", "base_commit", "created_at", "problem_statement",
+         "repo", "restore", "run", "tickets", "ecosystem", "statement_source", "statement_note", "timeout_s",
+         "instruction", "grading"}
+
+
+def _strings(v):
+    if isinstance(v, str):
+        yield v
+    elif isinstance(v, list):
+        for x in v:
+            yield from _strings(x)
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            if k not in GIVEN:
+                yield from _strings(x)
+
+
+def trajectory_problems(pub: Path, cache: Path) -> tuple[int, list[str]]:
+    """Load the `trajectories` config with `datasets` and replay each communication trajectory's tool calls through
+    the published tools: (rows loaded, what is wrong with them)."""
+    import datasets
+
+    from environments import actions as A
+    from publishing.loader import load_dataset
+
+    ds = load_dataset(pub)
+    d = datasets.load_dataset(str(pub), "trajectories", cache_dir=str(cache / "hf"))
+    rows = [r for s in d for r in d[s]]
+    wrong = []
+    if {r["task_id"] for r in rows} != {t["task_id"] for t in ds.tasks()}:
+        wrong.append("the trajectories are not one per task")
+    for r in rows:
+        msgs, tid = r["messages"], r["task_id"][:12]
+        if not (msgs[0]["role"] == "system" and msgs[1]["role"] == "user" and msgs[-1]["role"] == "assistant"):
+            wrong.append(f"{tid}: not system, user, ..., assistant")
+        calls = [c for m in msgs if m["role"] == "assistant" and m["tool_calls"] for c in m["tool_calls"]]
+        results = [m for m in msgs if m["role"] == "tool"]
+        if not calls or [m["tool_call_id"] for m in results] != [c["id"] for c in calls] or \
+                not all(m["content"] for m in results):
+            wrong.append(f"{tid}: tool calls and results do not pair")
+            continue
+        if r["family"] == "code_change":
+            if not ("[exit 0]" in results[0]["content"] and "changed" in results[-1]["content"]):
+                wrong.append(f"{tid}: the fix was not applied")
+            continue
+        # replaying the trajectory's calls through the published tools scores what the oracle scored
+        tool_calls = [A.CALL.validate_python({"tool": c["function"]["name"], **json.loads(c["function"]["arguments"])})
+                      for c in calls]
+        score = ds.grade(r["task_id"], [{"tool": c.name(), **c.arguments()} for c in tool_calls],
+                         cache=cache / "lab-cache").score
+        if score != 1.0:
+            wrong.append(f"{tid}: its replay scores {score}")
+    return len(rows), wrong
+
+
+def harbor_trials(pub: Path, home: Path, out: Path, tasks: dict[str, dict]) -> dict[str, tuple[float, float]]:
+    """Export each task to a Harbor folder and run it as Harbor does (build, solve or nothing, test, the reward
+    file): {family: (oracle reward, null reward)}. The folders' agent side is checked on the way (no grader file,
+    no reference text, nothing after the cutoff); a violation raises AssertionError."""
+    from environments.sandbox import home_label
+    from environments.world import World
+    from taskmine import harbor
+
+    got = {}
+    try:
+        done = harbor.export(pub, out, tasks=[t["task_id"] for t in tasks.values()], home=home)
+        assert {e.family for e in done} == set(tasks)
+        for e in done:
+            folder = e.folder
+            assert {p.name for p in folder.iterdir()} == {"instruction.md", "task.toml", "environment", "solution",
+                                                          "tests"}
+            assert not any("grading" in p.name or p.name == "test.sh" for p in (folder / "environment").rglob("*"))
+            # the agent's world holds no reference text and nothing after the cutoff
+            task = tasks[e.family]
+            world = World(folder / "environment" / "task" / "world" / "world.sqlite")
+            texts = [t for _, t in world.at(dt.datetime(2100, 1, 1, tzinfo=dt.UTC)).texts()]
+            cutoff = dt.datetime.fromisoformat(task["world_manifest"]["cutoff"])
+            assert len(texts) == len(list(world.at(cutoff).texts())) > 0, e.family
+            for a in task["reference"]["actions"]:
+                said = (a.get("body") or a.get("text") or "").strip()
+                if len(said) >= 40:
+                    assert not any(said[:40] in t for t in texts), e.family
+            box = (folder / "environment" / "task" / "box.json").read_text()
+            assert '"forbidden"' not in box and '"messages"' not in box
+            oracle = harbor.run_folder(folder, "oracle", keep_image=True)
+            null = harbor.run_folder(folder, "nop")
+            got[e.family] = (oracle.reward, null.reward)
+            if (oracle.reward, null.reward) != (1.0, 0.0):
+                got[e.family + ":output"] = (oracle.test_output[-1000:], null.test_output[-1000:])
+    finally:
+        harbor.remove_images({"taskmine.home": home_label(home)})
+    return got

@@ -204,88 +204,23 @@ def test_lab_reads_it_with_plain_duckdb(pipeline):
 
 
 def test_a_lab_loads_each_config_with_datasets_and_the_agent_view_holds_no_answer(pipeline, tmp_path):
-    datasets = pytest.importorskip("datasets")
-    pub = pipeline["pub"]
-    ds = load_dataset(pub)
-    configs = [c["config_name"] for c in __import__("yaml").safe_load(
-        (pub / "README.md").read_text().split("---")[1])["configs"]]
-    assert {"all", "grading", "trajectories", "swebench"} <= set(configs)
-    for name in configs:
-        d = datasets.load_dataset(str(pub), name, cache_dir=str(tmp_path / "hf"))
-        want = {r["split"] for r in ds.tasks()
-                if name in ("grading", "trajectories") or (name == "all" and not r["easy"])
-                or (name == "easy" and r["easy"]) or (name == r["family"] and not r["easy"])
-                or (name == "swebench" and r["family"] == "code_change")}
-        assert set(d) == want, name
+    pytest.importorskip("datasets")
+    from lab_surfaces import agent_leaks, config_splits
+
+    splits = config_splits(pipeline["pub"], tmp_path / "hf")
+    assert {"all", "grading", "trajectories", "swebench"} <= set(splits)
+    assert all(got == want for got, want in splits.values()), splits
     # every string of every reference (calls, probes, alternatives, facts, the code's patch and tests, the
     # requester's script) and every hidden event id is absent from the task's agent row, but what its prompt says
-    assert not agent_leaks(pub)
-
-
-def agent_leaks(pub) -> list[tuple[str, str]]:
-    """(family, string) of the reference strings (longer than 12 characters, not in the task's prompt) found in
-    the task's own agent-view row."""
-    ds = load_dataset(pub)
-    rows = {r["task_id"]: r for f in sorted(pub.glob("tasks/*/*.parquet")) for r in pq_rows(f)}
-    leaked = []
-    for tid, row in rows.items():
-        g = ds.grading(tid)
-        text = json.dumps({k: v for k, v in row.items() if k != "prompt"}, default=str)
-        for s in set(strings(g["reference"])) | set(strings(g.get("requester") or {})) | set(g["hidden"]):
-            if len(s) > 12 and s not in row["prompt"] and (s in text or json.dumps(s)[1:-1] in text):
-                leaked.append((row["family"], s[:60]))
-    return leaked
-
-
-def pq_rows(path):
-    import pyarrow.parquet as pq
-
-    return pq.read_table(path).to_pylist()
-
-
-# reference fields that are no answer: what the agent is given (the statement, its repository at the base commit,
-# the tickets, the test modules it is told about), labels (tool and probe names, how an alternative was made) and
-# probes (wrong outcomes: the newest commit at the cutoff is a branch tip of the agent's own repository)
-GIVEN = {"tool", "name", "how", "kind", "check", "id", "probes", "base_commit", "created_at", "problem_statement",
-         "repo", "restore", "run", "tickets", "ecosystem", "statement_source", "statement_note", "timeout_s",
-         "instruction", "grading"}
-
-
-def strings(v):
-    if isinstance(v, str):
-        yield v
-    elif isinstance(v, list):
-        for x in v:
-            yield from strings(x)
-    elif isinstance(v, dict):
-        for k, x in v.items():
-            if k not in GIVEN:
-                yield from strings(x)
+    assert not agent_leaks(pipeline["pub"])
 
 
 def test_trajectories_load_and_replay_to_a_full_score(pipeline, tmp_path):
-    datasets = pytest.importorskip("datasets")
-    from environments import actions as A
+    pytest.importorskip("datasets")
+    from lab_surfaces import trajectory_problems
 
-    ds = load_dataset(pipeline["pub"])
-    d = datasets.load_dataset(str(pipeline["pub"]), "trajectories", cache_dir=str(tmp_path / "hf"))
-    rows = [r for s in d for r in d[s]]
-    assert {r["task_id"] for r in rows} == {t["task_id"] for t in ds.tasks()}
-    for r in rows:
-        msgs = r["messages"]
-        assert msgs[0]["role"] == "system" and msgs[1]["role"] == "user" and msgs[-1]["role"] == "assistant"
-        calls = [c for m in msgs if m["role"] == "assistant" and m["tool_calls"] for c in m["tool_calls"]]
-        results = [m for m in msgs if m["role"] == "tool"]
-        assert calls and [m["tool_call_id"] for m in results] == [c["id"] for c in calls]
-        assert all(m["content"] for m in results)
-        if r["family"] == "code_change":
-            assert "[exit 0]" in results[0]["content"] and "changed" in results[-1]["content"]
-            continue
-        # replaying the trajectory's calls through the published tools scores what the oracle scored
-        tool_calls = [A.CALL.validate_python({"tool": c["function"]["name"], **json.loads(c["function"]["arguments"])})
-                      for c in calls]
-        assert ds.grade(r["task_id"], [{"tool": c.name(), **c.arguments()} for c in tool_calls],
-                        cache=tmp_path / "lab-cache").score == 1.0
+    rows, wrong = trajectory_problems(pipeline["pub"], tmp_path)
+    assert rows == len(load_dataset(pipeline["pub"]).tasks()) and not wrong, wrong
 
 
 def test_swebench_loaders_accept_the_code_tasks(pipeline):
@@ -364,26 +299,16 @@ def test_a_lab_serves_a_published_task_over_mcp(pipeline, tmp_path):
 # --- a lab's own tools: MCP for every family, OpenEnv, Harbor (tests/lab_surfaces.py) --------------------------
 
 
-def _one_per_family(pub) -> dict[str, dict]:
-    """One task per family: its agent row joined with its grader row (the scripted agents replay the reference)."""
-    ds = load_dataset(pub)
-    out: dict[str, dict] = {}
-    for t in sorted(ds.tasks(), key=lambda t: t["task_id"]):
-        if t["family"] not in out:
-            out[t["family"]] = {**t, **ds.grading(t["task_id"])}
-    return out
-
-
 def test_an_mcp_only_agent_solves_a_task_of_every_family(pipeline, tmp_path):
     """Over MCP alone (`taskmine serve`, the SDK's client), one task per family, each served only the tools its
     family uses: a code task's fix written with write_file and applied with the shell in the task's sandbox (its
     environment image, the repository at the fix's parent), graded by the verifier at `submit`: 1, doing nothing
     0; a commit-link task answered after a look at git: 1; every other family's reference through its tools: 1."""
-    from lab_surfaces import mcp_agent
+    from lab_surfaces import mcp_agent, one_per_family
 
     from environments import actions as A
 
-    tasks = _one_per_family(pipeline["pub"])
+    tasks = one_per_family(pipeline["pub"])
     home = pipeline["store"].home
     reads = {t.name() for t in A.READS}
     repo_tools = {"git", "shell", "read_file", "list_files"}
@@ -403,9 +328,9 @@ def test_an_mcp_only_agent_solves_a_task_of_every_family(pipeline, tmp_path):
 def test_an_openenv_client_completes_a_task_of_every_family(pipeline):
     """OpenEnv's own client on `taskmine serve --openenv`: reset(task_id) -> the prompt and tools; the oracle's
     tool calls -> reward 1 at submit; nothing -> 0."""
-    from lab_surfaces import OpenEnvServer, openenv_episode
+    from lab_surfaces import OpenEnvServer, one_per_family, openenv_episode
 
-    tasks = _one_per_family(pipeline["pub"])
+    tasks = one_per_family(pipeline["pub"])
     assert len(tasks) >= 5
     with OpenEnvServer(pipeline["pub"], pipeline["store"].home) as server:
         for family, task in tasks.items():
@@ -423,38 +348,8 @@ def test_harbor_folders_of_every_family_score_oracle_1_and_null_0(pipeline, tmp_
     """`taskmine export harbor` folders run as Harbor runs them (docker build of environment/, solution/solve.sh
     as the agent user, tests/ copied in only then, test.sh, /logs/verifier/reward.txt): oracle 1, nothing 0. No
     grader file is in the image the agent works in."""
-    import datetime as dt
+    from lab_surfaces import harbor_trials, one_per_family
 
-    from environments.sandbox import home_label
-    from environments.world import World
-    from taskmine import harbor
-
-    tasks = _one_per_family(pipeline["pub"])
-    home = pipeline["store"].home
-    try:
-        done = harbor.export(pipeline["pub"], tmp_path / "harbor", tasks=[t["task_id"] for t in tasks.values()],
-                             home=home)
-        assert {e.family for e in done} == set(tasks)
-        for e in done:
-            folder = e.folder
-            assert {p.name for p in folder.iterdir()} == {"instruction.md", "task.toml", "environment", "solution",
-                                                          "tests"}
-            assert not any("grading" in p.name or p.name == "test.sh" for p in (folder / "environment").rglob("*"))
-            # the agent's world holds no reference text and nothing after the cutoff
-            task = tasks[e.family]
-            world = World(folder / "environment" / "task" / "world" / "world.sqlite")
-            texts = [t for _, t in world.at(dt.datetime(2100, 1, 1, tzinfo=dt.UTC)).texts()]
-            cutoff = dt.datetime.fromisoformat(task["world_manifest"]["cutoff"])
-            assert len(texts) == len(list(world.at(cutoff).texts())) > 0, e.family
-            for a in task["reference"]["actions"]:
-                said = (a.get("body") or a.get("text") or "").strip()
-                if len(said) >= 40:
-                    assert not any(said[:40] in t for t in texts), e.family
-            box = (folder / "environment" / "task" / "box.json").read_text()
-            assert '"forbidden"' not in box and '"messages"' not in box
-            oracle = harbor.run_folder(folder, "oracle", keep_image=True)
-            assert oracle.reward == 1.0, (e.family, oracle.test_output[-1000:], oracle.grade)
-            null = harbor.run_folder(folder, "nop")
-            assert null.reward == 0.0, (e.family, null.test_output[-1000:], null.grade)
-    finally:
-        harbor.remove_images({"taskmine.home": home_label(home)})
+    tasks = one_per_family(pipeline["pub"])
+    got = harbor_trials(pipeline["pub"], pipeline["store"].home, tmp_path / "harbor", tasks)
+    assert {f: got[f] for f in tasks} == {f: (1.0, 0.0) for f in tasks}, got
