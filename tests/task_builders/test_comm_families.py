@@ -6,6 +6,7 @@ instruction, judge-only tasks and the judges' agreement."""
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
 
@@ -126,15 +127,27 @@ def with_model(sample, tmp_path_factory):
 
     from llm import LLM
 
+    # A copy of the module's store with, per family, one item that became a task without a model and one
+    # dropped for too few gradable facts (a model's judge makes it a judge-only task): every judged task costs
+    # hundreds of model calls (judge agreement: 3 attempts of 4 criteria on the oracle and every probe), and
+    # the other items add nothing these tests read.
+    home = tmp_path_factory.mktemp("comm-model") / "home"
+    shutil.copytree(sample.home, home)
+    store = Store(home)
+    built = {t.item_id: t.family for t in store.read("tasks", "acme")}
+    few = {r.subject_id: r.family for r in store.read("rejections", "acme")   # a draft's rejection names its item
+           if r.reason.startswith("too few gradable facts")}
+    keep = set()
+    for family in FAMILIES:
+        keep |= set(sorted(k for k, f in built.items() if f == family)[:1])
+        keep |= set(sorted(k for k, f in few.items() if f == family)[:1])
+    store.replace("work_items", "acme", [i for i in store.read("work_items", "acme") if i.item_id in keep])
     server = StandIn()
     server.responder = _verdicts
     llm = LLM(server.config(tmp_path_factory.mktemp("llm")))
     config = DatasetConfig(ner_model="", families=FAMILIES)
-    ctx = flow.context(sample, "acme", config=config, llm=llm)
-    result = flow.run(ctx, "tasks")
-    tasks = sample.read("tasks", "acme")
-    flow.run(ctx.replace(llm=None), "tasks")          # leave the module's store as the other tests expect
-    yield tasks, result, server
+    result = flow.run(flow.context(store, "acme", config=config, llm=llm), "tasks")
+    yield store.read("tasks", "acme"), result, server
     server.close()
 
 
