@@ -26,8 +26,9 @@ def validations(ctx: RunContext, only: Iterable[str] | None = None) -> StageResu
     (`config.baselines`, graders.baselines) and `config.rollouts` model-agent rollouts (graders.agent; only when
     `ctx.llm` has a model). `only`: these tasks alone (tests, a re-validation of a few).
 
-    Each task's runs are stored as soon as its verdict is in, so a run killed at task 6 of 20 keeps the
-    first five and the re-run replays only what is missing. `config.validate_parallel` tasks are validated at
+    Each task's runs are kept as soon as its verdict is in (the table's journal, Store.journal_add; the table is
+    written once at the end), so a run killed at task 6 of 20 keeps the first five and the re-run replays only
+    what is missing. `config.validate_parallel` tasks are validated at
     once (each episode is its own sandbox session; a code-change task's eleven episodes each run its test modules,
     minutes a task, so a machine with cores to spare finishes sooner); verdicts are stored by this thread alone."""
     store, dataset, config, sandbox, llm = ctx.store, ctx.dataset, ctx.config, ctx.sandbox, ctx.llm
@@ -35,6 +36,7 @@ def validations(ctx: RunContext, only: Iterable[str] | None = None) -> StageResu
     all_tasks = store.read("tasks", dataset)
     current = {t.task_id for t in all_tasks}
     wanted = set(only) if only else None
+    store.fold_journal("validations", dataset)    # the finished tasks of a run that was killed
     existing = store.read("validations", dataset)
     # a task is done when it has runs in this kind of sandbox and none of them was an infrastructure error (one
     # lost run among a task's dozen makes the whole task replayed again, not kept with a hole)
@@ -49,7 +51,7 @@ def validations(ctx: RunContext, only: Iterable[str] | None = None) -> StageResu
 
     def stored(i: int, task: Task, verdict) -> None:
         rows.extend(verdict.validations)
-        store.replace("validations", dataset, rows)
+        store.journal_add("validations", dataset, verdict.validations)     # kept the moment its verdict is in
         ctx.say(f"validated {i}/{len(todo)} {task.family} {task.task_id[:10]}: "
                 f"{'ok' if verdict.valid else verdict.reason}")
 
@@ -58,6 +60,8 @@ def validations(ctx: RunContext, only: Iterable[str] | None = None) -> StageResu
     measuring = [t for t in all_tasks
                  if verdicts.get(t.task_id, (False,))[0] and (wanted is None or t.task_id in wanted)]
     rows, measured = measure(ctx, rows, measuring)
+    store.replace("validations", dataset, rows)                        # the journal's rows, written once
+    store.journal("validations", dataset).unlink(missing_ok=True)
     if hasattr(sandbox, "dispatched"):      # a pool of Docker hosts: what it sent where
         ctx.say("dispatched: " + ", ".join(f"{h} {n}" for h, n in sandbox.dispatched().items()))
     # images no current task (of any dataset in this home) uses any more
@@ -128,7 +132,7 @@ def measure(ctx: RunContext, rows: list[Validation], tasks: list[Task]) -> tuple
         runs = each_task(todo, lambda box, t: replay.baseline_runs(t, store.worlds(dataset), box, llm=llm), sandbox)
         for i, (t, new) in enumerate(runs, 1):
             rows = [v for v in rows if not (v.task_id == t.task_id and v.run_kind.startswith("baseline:"))] + new
-            store.replace("validations", dataset, rows)
+            store.journal_add("validations", dataset, new)
             counts["baseline_runs_now"] += len(new)
             ctx.say(f"baseline {i}/{len(todo)} {t.family} {t.task_id[:10]}: "
                     + ", ".join(f"{v.run_kind[9:]} {v.score}" for v in new))
@@ -142,7 +146,7 @@ def measure(ctx: RunContext, rows: list[Validation], tasks: list[Task]) -> tuple
                                                                               attempt=a))
                 rows = [r for r in rows if not (r.task_id == t.task_id and r.run_kind == kind
                                                  and r.attempt == attempt)] + [v]
-                store.replace("validations", dataset, rows)
+                store.journal_add("validations", dataset, [v])
                 counts["rollouts_now"] += 1
                 ctx.say(f"rollout {attempt + 1}/{n} {t.family} {t.task_id[:10]}: {v.score} {v.status}")
     return rows, counts

@@ -20,6 +20,9 @@ Invariants:
   embeddings. `append_arrow` adds only new keys and leaves the file untouched when there are none.
 - `content_digest` hashes a partition's content without its run ids (`schemas.RUN_FIELDS`): a content key over a
   table (the world's) never hashes the Parquet file's bytes, which carry the run id of every row.
+- A long stage keeps each finished unit's rows in the partition's journal (`journal_add`: append-only JSON lines,
+  fsynced) and writes the partition once at its end (`fold_journal`): a kill keeps every finished unit, and n
+  units cost O(n) rows written, not O(n^2). `iter`/`read`/`count` see the journal over the partition.
 - Nothing here knows any source format.
 """
 
@@ -169,6 +172,48 @@ class Store:
             self._write_table(table, dataset, _sorted_unique(model, merged))
         return MergeStats(data.num_rows, 0, existing.num_rows + data.num_rows)
 
+    # -- journals: rows kept one unit of work at a time, folded into the partition once ------------------
+    def journal(self, table: str, dataset: str) -> Path:
+        """The append-only file beside a partition that a long stage adds each finished unit's rows to (JSON
+        lines, written and fsynced per `journal_add`): rewriting the whole partition after every unit made a
+        stage of n units write O(n^2) rows. Readers (`iter`, `read`, `count`) see the journal's rows over the
+        partition's (the last row of a key wins); `fold_journal` writes them into the partition."""
+        return self.partition(table, dataset).with_suffix(".journal.jsonl")
+
+    def journal_add(self, table: str, dataset: str, records: Iterable[Record]) -> None:
+        lines = "".join(r.model_dump_json() + "\n" for r in records)
+        if not lines:
+            return
+        path = self.journal(table, dataset)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(lines)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def _journal_rows(self, table: str, dataset: str) -> list[Record]:
+        path = self.journal(table, dataset)
+        if not path.exists():
+            return []
+        model, out = self.model(table), []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                out.append(model.model_validate_json(line))
+            except ValueError:      # the line a kill cut short: its unit is not finished, so it is redone
+                continue
+        return out
+
+    def fold_journal(self, table: str, dataset: str) -> int:
+        """Write the journal's rows into the partition (a key's journal row replaces its stored one) and remove
+        the journal; returns the rows folded (0: no journal)."""
+        path = self.journal(table, dataset)
+        if not path.exists():
+            return 0
+        added = self._journal_rows(table, dataset)
+        self.replace(table, dataset, self.read(table, dataset))     # read() already lays the journal over
+        path.unlink()
+        return len(added)
+
     def _write(self, table: str, dataset: str, records: list[Record]) -> None:
         self._write_table(table, dataset, to_table(self.model(table), records))
 
@@ -191,9 +236,19 @@ class Store:
 
     def iter(self, table: str, dataset: str, batch_size: int = 2048) -> Iterator[Record]:
         path = self.partition(table, dataset)
+        model = self.model(table)
+        journal = self._journal_rows(table, dataset)
+        if journal:     # a stage is running or was killed: its finished units' rows over the stored ones, by key
+            rows = {_key(model, r): r for r in self._iter_partition(path, model, batch_size)}
+            rows.update((_key(model, r), r) for r in journal)
+            yield from (rows[k] for k in sorted(rows))
+            return
+        yield from self._iter_partition(path, model, batch_size)
+
+    @staticmethod
+    def _iter_partition(path: Path, model: type[Record], batch_size: int) -> Iterator[Record]:
         if not path.exists():
             return
-        model = self.model(table)
         for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_size):
             for row in batch.to_pylist():
                 yield model.from_row(row)
@@ -213,6 +268,8 @@ class Store:
         return h.hexdigest()
 
     def count(self, table: str, dataset: str) -> int:
+        if self.journal(table, dataset).exists():
+            return sum(1 for _ in self.iter(table, dataset))
         path = self.partition(table, dataset)
         return pq.ParquetFile(path).metadata.num_rows if path.exists() else 0
 
