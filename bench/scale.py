@@ -313,6 +313,10 @@ class ScaleRun:
     code_candidates: int                # code_change candidates there were (measured or over the cap)
     code_measured: int
     published: int = 0
+    # content digests (Store.content_digest: rows without run ids) of the tables chunking must not change, so two
+    # runs of one scale with other `workers`/`chunk_events` are compared by their JSON files
+    digests: dict[str, str] = field(default_factory=dict)
+    settings: dict[str, int] = field(default_factory=dict)   # workers, chunk_events of the run
 
 
 def units_of(events) -> dict[str, int]:
@@ -338,7 +342,8 @@ def validation_sample(tasks, per_family: int) -> list[str]:
 
 
 def run_scale(scale: int, work: Path, stages: list[Stage], *, code_candidates: int, validate_per_family: int,
-              sandbox_kind: str = "auto", progress: Callable[[str], None] = print) -> ScaleRun:
+              sandbox_kind: str = "auto", progress: Callable[[str], None] = print,
+              settings: dict[str, int] | None = None) -> ScaleRun:
 
     exports = work / f"exports-{scale}"
     if exports.exists():
@@ -349,7 +354,8 @@ def run_scale(scale: int, work: Path, stages: list[Stage], *, code_candidates: i
     if home.exists():
         shutil.rmtree(home)
     store = Store(home)
-    config = DatasetConfig(**{**load_config(ds_dir).model_dump(), "code_max_candidates": code_candidates})
+    config = DatasetConfig(**{**load_config(ds_dir).model_dump(), "code_max_candidates": code_candidates,
+                              **(settings or {})})
     sandbox = get_sandbox(sandbox_kind, home=store.home)
     label = owner_tag() if sandbox.kind == "docker" else None
     run = BenchRun(store, DATASET, ds_dir, config, sandbox)
@@ -369,7 +375,11 @@ def run_scale(scale: int, work: Path, stages: list[Stage], *, code_candidates: i
         out.append(StageCost(stage.name, stage.unit, _items(store, stage.unit), cost))
         progress(_line(scale, out[-1]))
         save_run(summary(store, scale, out), work / f"scale-{scale}.partial.json")   # a stopped bench keeps these
-    return summary(store, scale, out)
+    return dataclasses.replace(summary(store, scale, out),
+                               settings={"workers": config.workers, "chunk_events": config.chunk_events})
+
+
+DIGESTED = ("anonymized_events", "work_items", "clusters", "tasks")
 
 
 def summary(store, scale: int, stages: list[StageCost]) -> ScaleRun:
@@ -385,7 +395,9 @@ def summary(store, scale: int, stages: list[StageCost]) -> ScaleRun:
     version = latest_version(store, DATASET)
     published = json.loads((store.published_root() / DATASET / version / "manifest.json").read_text())["tasks"] \
         if version else 0
+    digests = {t: store.content_digest(t, DATASET) for t in DIGESTED}
     return ScaleRun(scale=scale, units=units_of(store.iter("events", DATASET)), stages=list(stages),
+                    digests=digests,
                     tasks_by_family=dict(Counter(t.family for t in tasks)),
                     validated_by_family=dict(Counter(fam[t] for t in validated if t in fam)),
                     code_candidates=code_cands, code_measured=measured, published=published)
@@ -648,7 +660,8 @@ def load_run(path: Path) -> ScaleRun:
 
 
 def bench_scale(scales: list[int], out: str | None = None, *, code_candidates: int = 2, validate_per_family: int = 2,
-                sandbox: str = "auto", cores: int = 16, deadline_hours: float = 24.0, reuse: bool = False) -> int:
+                sandbox: str = "auto", cores: int = 16, deadline_hours: float = 24.0, reuse: bool = False,
+                settings: dict[str, int] | None = None) -> int:
     """Run the scales (each one's numbers saved as <out>/scale-<n>.json; with `reuse`, a scale whose file is there
     is read instead of run, so a long scale can be run apart and printed with the others)."""
     if not scales or any(s < 1 for s in scales):
@@ -671,7 +684,7 @@ def bench_scale(scales: list[int], out: str | None = None, *, code_candidates: i
                 continue
             runs.append(run_scale(s, work, stages, code_candidates=code_candidates,
                                   validate_per_family=validate_per_family, sandbox_kind=sandbox,
-                                  progress=lambda m: print(m, flush=True)))
+                                  progress=lambda m: print(m, flush=True), settings=settings))
             save_run(runs[-1], saved)
             partial.unlink(missing_ok=True)
             for folder in (f"exports-{s}", f"home-{s}"):    # the numbers are kept; the warehouse is not
@@ -691,6 +704,9 @@ def _print(runs: list[ScaleRun], machine: Machine) -> None:
     for r in runs:
         print(f"  scale {r.scale}: {r.units}; tasks {r.tasks_by_family}; validated {r.validated_by_family}; "
               f"code candidates {r.code_measured} measured of {r.code_candidates}; published {r.published}")
+        if r.digests:
+            print(f"  scale {r.scale}: {r.settings}; content digests "
+                  + ", ".join(f"{t} {d[:12]}" for t, d in r.digests.items()))
     est = extrapolate(runs, TARGET, machine)
     print(f"\nextrapolated to {TARGET['messages']:,} messages + {TARGET['tickets']:,} tickets + "
           f"{TARGET['commits']:,} commits (from scales {[r.scale for r in runs]}):")

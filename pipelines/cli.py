@@ -437,7 +437,9 @@ def cmd_bench(args) -> int:
     if args.what == "scale":
         return bench_scale(args.scale or [1, 5, 10], args.out, code_candidates=args.code_candidates,
                            validate_per_family=args.validate_per_family, sandbox=args.sandbox or "auto",
-                           cores=args.cores, deadline_hours=args.deadline_hours, reuse=args.reuse)
+                           cores=args.cores, deadline_hours=args.deadline_hours, reuse=args.reuse,
+                           settings={k: v for k, v in (("workers", args.workers),
+                                                       ("chunk_events", args.chunk_events)) if v is not None})
     scale = args.scale[-1] if args.scale else (1 if args.what == "code" else 50)
     return bench_run(args.what, scale=scale, out=args.out, memory=args.memory, real=args.real, show=args.show,
                      input=args.input, exports=args.exports, dataset=args.dataset, limit=args.limit,
@@ -602,6 +604,10 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--cores", type=int, default=16, help="scale: cores per machine in the extrapolation")
     b.add_argument("--deadline-hours", type=float, default=24.0,
                    help="scale: the extrapolation counts the machines that finish within this many hours")
+    b.add_argument("--workers", type=int, help="scale: worker processes of the chunked stages (taskmine.toml's "
+                                               "`workers`; default the dataset's: 0 = every core)")
+    b.add_argument("--chunk-events", type=int, help="scale: events per chunk (taskmine.toml's `chunk_events`); a "
+                                                    "run with --workers 1 --chunk-events 1000000 is one chunk")
     b.add_argument("--reuse", action="store_true",
                    help="scale: read a scale's numbers from --out/scale-N.json when there (run the big one apart)")
     b.set_defaults(fn=cmd_bench)
