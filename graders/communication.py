@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.registry import registry
 from environments import actions as A
-from graders.facts import PLACEHOLDER, Fact, extract, key_of, mentions
+from graders.facts import PLACEHOLDER, Fact, extract, key_of, mentions, values_named
 from graders.rubric import CheckInfraError, CheckNotRun, CheckResult, CheckSpec, Context, Rubric, register_check
 from llm import BudgetExceeded, LLMCallError, LLMUnavailable, declare_anonymized, judge
 
@@ -263,16 +263,18 @@ MIN_OTHERS = 3     # values of a fact's kind the real reply does not name from w
 
 
 def candidates(text: str, kind: str, view=None) -> set[str]:
-    """The values of `kind` a text names (graders.facts.key_of): people by the world's names (a full
-    name, `@handle`, `[~handle]`, as the person's full name), every other kind by graders.facts."""
+    """The values of `kind` a text names (graders.facts.key_of), found wherever `mentions` would credit one:
+    people by the world's names (a full name, `@handle`, `[~handle]`, as the person's full name) in the text with
+    its whitespace collapsed (two spaces, a line break or a no-break space between a name's words), every other
+    kind by graders.facts.values_named (the extractor's facts and the kind's shape on the matcher's boundaries)."""
     if kind != "person":
-        return {key_of(f.kind, f.text) for f in extract(text, limit=10**6) if f.kind == kind}
+        return values_named(text, kind)
     pattern = view.name_pattern() if view is not None and hasattr(view, "name_pattern") else None
     if pattern is None:
         return set()
     by_handle = {h.casefold(): n for n, h in view.people().items() if h}
     out = set()
-    for m in pattern.finditer(text):
+    for m in pattern.finditer(" ".join(text.split())):
         name = m.group(1) or by_handle.get((m.group(2) or "").casefold(), m.group(2) or "")
         out.add(key_of("person", name))
     return out

@@ -20,6 +20,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -222,6 +223,46 @@ def mentions(text: str | None, fact: Fact | dict) -> bool:
         if re.search(head + re.escape(needle) + (tail if needle[-1].isalnum() or needle[-1] in "_)" else ""), hay):
             return True
     return False
+
+
+# The shapes of the kinds a reply lists, found as `mentions` finds a fact: on the normalized text, any non-word
+# character a boundary. The extractor's own boundaries are stricter (a version after a dash, a key after a word and
+# a dash, a path after a colon, a value inside a link are no facts of it), so a list of values written that way
+# was invisible to the precision check (graders.communication.others) while `mentions` credited the one it held.
+_SHAPES = {
+    "version": re.compile(r"(?<![\w])v?\d+\.\d+(?:\.\d+){0,3}(?:-(?:alpha|beta|rc|m|snapshot|final|ga|dev|master|"
+                          r"preview|pre|post)[.-]?\d*(?:\.\d+)*)?(?![\w])(?!\.\d)"),
+    "issue_key": re.compile(r"(?<![\w])[a-z][a-z0-9_]{0,19}-[1-9][0-9]{0,8}(?![\w])(?!-[0-9])"),
+    "commit": re.compile(r"(?<![\w])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}(?![\w])"),
+    "file": re.compile(r"(?<![\w])(?:(?:[\w.-]+/)+[\w.-]*\w\.[a-z][a-z0-9]{0,9}|[\w-]+(?:\.[\w-]+)*\."
+                       + _EXT + r")(?![\w])"),
+}
+SHAPED = tuple(_SHAPES)
+
+
+def values_named(text: str | None, kind: str) -> set[str]:
+    """The values of `kind` (`key_of`) the text names wherever `mentions` would find one: the extractor's facts of
+    that kind and, for versions, issue keys, commits and files, every span of the kind's shape on the matcher's
+    boundaries (inside a link or a path, after a dash or a colon, across spaced-out text). What a precision check
+    counts must be at least what the matcher credits."""
+    if not text:
+        return set()
+    return set(_values_named(text, kind))
+
+
+_JOINER = re.compile(r"(?<=[^\w\s./])(?=\w)")     # after a dash, colon, equals sign... before a word character
+
+
+@functools.lru_cache(maxsize=256)
+def _values_named(text: str, kind: str) -> frozenset[str]:
+    # the extractor on the text and on every part of a token that follows a joining character (`release-foo_bar`
+    # names `foo_bar` to the matcher), then the kind's shape on the matcher's boundaries
+    parts = [w[m.start():] for w in text.split() if _JOINER.search(w) for m in _JOINER.finditer(w)]
+    out = {key_of(f.kind, f.text) for f in extract(text + "\n" + "\n".join(parts), limit=10**6) if f.kind == kind}
+    shape = _SHAPES.get(kind)
+    if shape is not None:
+        out |= {key_of(kind, m.group(0)) for m in shape.finditer(_norm(text))}
+    return frozenset(out)
 
 
 def stated_in(facts: Iterable[Fact], *texts: str | None) -> list[Fact]:

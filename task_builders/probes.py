@@ -513,17 +513,26 @@ class Listing:
         t = d.cutoff.timestamp()
         requester = ((d.meta.get("world") or {}).get("requester") or {}).get("name")
         skip = [x for x in ((d.persona.name if d.persona else None), requester) if x]
-        out, every = [], []
+        out, every, disguised = [], [], []
         for kind in kinds:
             values = self.prevalence.commonest(kind, t, LIST_SIZE, d.hidden_events,
                                                exclude=skip if kind == "person" else ())
             if not values:
                 continue
             every += values
+            disguised += [disguise(v, kind) for v in values]
             out.append((f"listing_{kind}", with_text(d.reference, listing_text(values))))
         if len(out) > 1:
             out.append(("listing_all", with_text(d.reference, listing_text(every))))
+        if out:
+            out.append(("listing_disguised", with_text(d.reference, listing_text(disguised))))
         return out
+
+
+def disguise(value: str, kind: str) -> str:
+    """A value written where graders.facts.extract sees none and graders.facts.mentions still finds it: a
+    person's name with its words two spaces apart, anything else after a dash (`release-4.2.0`, `see-ABC-12`)."""
+    return "  ".join(value.split()) if kind == "person" else "release-" + value
 
 
 def listing_text(values: list[str]) -> str:

@@ -237,6 +237,12 @@ class Communication(Family):
         for f in [*stated, *F.extract(shown, limit=10**6), *tools.people_in(shown)]:
             out.setdefault(f.kind, []).append(person_name(f))
         out.setdefault("person", []).extend(x for x in (ex.persona.name, ex.requester.get("name")) if x)
+        # every value the precision check would count in the real reply or what the agent is shown (a version in
+        # a link, a key after a dash): the real reply names no value it does not commit to
+        for kind in F.SHAPED:
+            found = F.values_named(ex.reply_text, kind) | F.values_named(shown, kind)
+            if found:
+                out.setdefault(kind, []).extend(found)
         return {k: sorted(set(v)) for k, v in out.items()}
 
     def rubric(self, ex: Exchange, gradable: list[F.Fact], future: list[F.Fact], judge: bool,

@@ -160,3 +160,57 @@ def test_the_commonest_list_breaks_ties_by_the_order_a_document_names_them():
     t = (T0 + dt.timedelta(hours=2)).timestamp()
     assert prev.commonest("file", t, len(files)) == files
     assert prev.commonest("file", t, 3) == files[:3]
+
+
+@pytest.mark.parametrize("kind, fact, listing", [
+    # each value joined to a word by a dash: the extractor's boundaries skip it, the matcher's do not
+    ("version", "4.2.0", "the fix is in one of " + ", ".join(f"release-4.{i}.0" for i in range(9)) + ", not sure"),
+    ("file", "search/indexer.py", "it is in one of " + ", ".join(f"x:{p}" for p in
+                                  ["search/indexer.py", "core/a.py", "core/b.py", "core/c.py", "core/pom.xml"])
+     + " i think"),
+    ("issue_key", "CORE-12", "it is tracked as one of " + ", ".join(f"see-CORE-{i}" for i in range(10, 19))
+     + " i think"),
+    ("commit", "abc1234", "it went in with one of " + ", ".join(f"sha-{c}" for c in
+                           ["abc1234", "bcd2345", "cde3456", "def4567", "aaa1111"]) + " i think"),
+    # values inside a link: the link is one fact, the versions in its path were none
+    ("version", "4.2.0", "see one of " + " ".join(f"https://docs.team.example/4.{i}.0/notes" for i in range(6))
+     + " for the fix"),
+    # people with their names spaced apart, or across a line break: the matcher collapses whitespace
+    ("person", "Ravi Menon", "It should be one of these: " + ", ".join(p.replace(" ", "  ") for p in PEOPLE[:9])
+     + ". I hope that helps."),
+    ("person", "Ravi Menon", "It should be one of these: " + ", ".join(p.replace(" ", "\n") for p in PEOPLE[:9])
+     + ". I hope that helps."),
+    ("person", "Ravi Menon", "It should be one of these: " + ", ".join(p.replace(" ", "\u00a0") for p in PEOPLE[:9])
+     + ". I hope that helps."),
+])
+def test_a_list_the_extractor_cannot_see_commits_to_none_of_them_either(world, kind, fact, listing):
+    """The values a response names are found as the matcher finds the fact (graders.facts.mentions: whitespace
+    collapsed, any non-word character a boundary), not only where the extractor sees a value: a list of
+    candidates written so the extractor misses them (a dash before each, inside a link, a name's words spaced
+    apart) scored 1.0 while the fact was credited."""
+    assert F.mentions(listing, F.Fact(kind, fact))
+    assert fact_score(world, {"kind": kind, "text": fact}, listing, [fact]) == 0.0
+
+
+def test_a_list_of_identifiers_after_dashes_commits_to_none_of_them(world):
+    names = ["build_index", "flush_cache", "load_config", "parse_args", "read_rows"]
+    listing = "it is one of " + ", ".join(f"fn-{n}" for n in names) + " i think"
+    assert F.mentions(listing, F.Fact("identifier", "flush_cache"))
+    assert fact_score(world, {"kind": "identifier", "text": "flush_cache"}, listing, ["flush_cache"]) == 0.0
+    # one identifier with its module after a dash is an answer
+    assert fact_score(world, {"kind": "identifier", "text": "flush_cache"}, "call search-flush_cache after the run",
+                      ["flush_cache"]) == 1.0
+
+
+@pytest.mark.parametrize("kind, value", [("version", "4.2.0"), ("issue_key", "CORE-12"), ("commit", "abc1234f"),
+                                         ("file", "search/indexer.py"), ("identifier", "flush_cache")])
+def test_the_disguised_listing_probe_hides_values_from_the_extractor_not_from_the_count(kind, value):
+    """task_builders.probes.disguise writes what the catalogue's `listing_disguised` probe lists: the extractor
+    sees no value of the kind, the matcher and the precision count (values_named) do."""
+    from task_builders.probes import disguise
+
+    text = "it is " + disguise(value, kind) + " i think"
+    key = F.key_of(kind, value)
+    assert not [f for f in F.extract(text, limit=10**6) if f.kind == kind and F.key_of(kind, f.text) == key]
+    assert F.mentions(text, F.Fact(kind, value))
+    assert F.key_of(kind, value) in F.values_named(text, kind)

@@ -107,6 +107,38 @@ def test_a_reply_listing_the_commonest_values_of_a_kind_scores_under_half(built)
     assert tried >= 10
 
 
+
+HIDE = {   # a value written so the extractor misses it and the matcher (graders.facts.mentions) still finds it
+    "dash": lambda v, kind: "  ".join(v.split()) if kind == "person" else "see-" + v,
+    "break": lambda v, kind: "\n".join(v.split()) if kind == "person" else "x:" + v,
+    "nbsp": lambda v, kind: "\u00a0".join(v.split()) if kind == "person" else "https://docs.example.org/" + v + "/",
+}
+
+
+@pytest.mark.parametrize("how", sorted(HIDE))
+def test_a_disguised_list_of_the_commonest_values_scores_under_half(built, how):
+    """The listing attack with every value written where the extractor sees none (after a dash or a colon, in a
+    link, a name's words spaced apart): the precision check counted nothing, so the fact it held was credited
+    (1.0 on the sample's e-mail and chat tasks on main)."""
+    _, tasks, world = built
+    tried, best = 0, 0.0
+    for t in [t for t in tasks if t.family in COMM]:
+        top = commonest(world, t)
+        graded = {c["args"]["fact"]["kind"] for c in t.rubric["checks"] if c["check"] == "states_fact"}
+        every = []
+        for kind in sorted(graded | set(KINDS)):
+            if not top.get(kind):
+                continue
+            values = [HIDE[how](v, kind) for v in top[kind]]
+            every += values
+            s = score(world, t, replying(reference(t), "It should be one of these: " + ", ".join(values) + ". Hope "
+                                         "that helps!"))
+            tried, best = tried + 1, max(best, s)
+            assert s < 0.5, (how, t.family, t.task_id[:8], kind, s)
+        s = score(world, t, replying(reference(t), "Maybe one of " + ", ".join(every) + ". Hope that helps!"))
+        assert s < 0.5, (how, t.family, t.task_id[:8], "all", s)
+    assert tried >= 10
+
 def history(store) -> dict[str, Counter]:
     """How often the company's tracker used each value of a field (issues as filed and their changelogs)."""
     out = {f: Counter() for f in ("type", "priority", "assignee")}
