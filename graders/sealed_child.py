@@ -81,6 +81,11 @@ VOLATILE = {
 # Caches the standard library keeps in module and class dictionaries (warnings' registry of warnings already
 # shown, which unittest also resets; copyreg's slot names): never checked.
 LAZY = ("__slotnames__", "__warningregistry__")
+# The standard library's functions that hand a frame to their caller (logging.currentframe is a lambda), and the
+# attributes that give a frame: the repository's code may not get one (a test's frame is one f_back away)
+HANDOUTS = ("currentframe", "stack", "getouterframes", "getinnerframes", "trace", "walk_stack", "walk_tb", "<lambda>",
+            "get_stack", "_getframe")
+FRAME_ATTRS = ("tb_frame", "gi_frame", "cr_frame", "ag_frame")
 RUNNER_TOPS = ("pytest", "_pytest", "pluggy", "unittest", "builtins", "iniconfig", "packaging", "py")
 SENSITIVE = (
     "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys.settrace",
@@ -106,7 +111,7 @@ def make(S):
      test_paths, wrapper_kinds, callers, plugin_ids, boot_ids, exec_callers, protected_fns, genuine, trusted_codes,
      registry, state, busy, fd, EXIT, MISSING, sensitive, forbidden, configured_holders, boot_modules,
      repo_prefix, base_files, type_name, tb_of, tb_lineno, tb_next, begun, library_only, ctypes_prefixes,
-     method_self, type_qualname, builtin_fn, test_namespaces, test_owners, lazy) = S
+     method_self, type_qualname, builtin_fn, test_namespaces, test_owners, lazy, handouts, frame_attrs) = S
 
     def emit(kind, fields):
         seq = state[0]
@@ -189,11 +194,39 @@ def make(S):
         parts = split(path, "/")
         if parts[len_(parts) - 1] == "mem":
             tamper("open of a file named mem: " + path[:200])
-        if process_memory(resolve(path)):
+        parts = resolve(path)
+        if process_memory(parts):
             tamper("open of a process's memory or of a /proc folder: " + path[:200])
+        if dict_get(test_paths, "/" + join("/", parts), None) is not None and repo_on_stack(getframe(2)):
+            tamper("the repository's code read a test file: " + path[:200])
 
     def code_of(frame):
         return f_code(frame)
+
+    def repo_code(frame):
+        # a frame running the repository's own code (not a test file the fix wrote, not a trusted folder)
+        if frame is None:
+            return False
+        path = co_filename(code_of(frame))
+        return type_(path) is str_ and startswith(path, repo_prefix) and dict_get(test_paths, path, None) is None
+
+    def repo_on_stack(frame):
+        hops = 0
+        while frame is not None and hops < 512:
+            if repo_code(frame):
+                return True
+            frame = f_back(frame)
+            hops += 1
+        return False
+
+    def frame_handout(caller, what):
+        # the repository's code may not hold a frame: from one, f_back reaches the test's frame and its locals and
+        # constants, the values the test expects (read directly, or through a standard-library function that
+        # hands frames out: inspect.currentframe/stack/trace, traceback.walk_stack/walk_tb, logging.currentframe)
+        if repo_code(caller):
+            tamper(what + " from the repository's code (the test's frame is one f_back away)")
+        if dict_get(handouts, co_name(code_of(caller)), None) is not None and repo_code(f_back(caller)):
+            tamper(what + " handed to the repository's code by " + co_name(code_of(caller)))
 
     def from_library(frame):
         # the first frame below the event that is not the import system's or ctypes' own is in a trusted folder
@@ -509,8 +542,18 @@ def make(S):
             elif startswith(event, "ctypes."):
                 if not from_library(getframe(1)):
                     tamper(event + " from the repository's code")
+            elif event == "sys._getframe":
+                frame_handout(getframe(1), "sys._getframe")
             elif event == "object.__getattr__":
                 obj = args[0] if len_(args) else None
+                attr = args[1] if len_(args) > 1 else None
+                if dict_get(frame_attrs, attr, None) is not None:
+                    frame_handout(getframe(1), "a read of " + attr)
+                if (attr == "f_code" or attr == "__code__") and repo_code(getframe(1)):
+                    read = code_of(obj) if type_(obj) is FrameType else (fn_code(obj) if type_(obj) is FunctionType
+                                                                          else None)
+                    if read is not None and dict_get(test_paths, co_filename(read), None) is not None:
+                        tamper("the repository's code read a test's code")
                 if type_(obj) is FrameType and co_filename(code_of(obj)) == "<taskmine-sealed-core>":
                     tamper("a read of the core's frame")
                 if type_(obj) is FunctionType and co_filename(fn_code(obj)) == "<taskmine-sealed-core>":
@@ -708,8 +751,9 @@ def sealed_wrapper(nodeid: str, fn, audit):
 class Sealed:
     """The pytest plug-in that reports to the core (see the module docstring)."""
 
-    def __init__(self, audit):
+    def __init__(self, audit, test_paths=()):
         self.audit = audit
+        self.test_paths = frozenset(test_paths)
 
     def pytest_sessionstart(self, session):
         self.audit("taskmine.configured")
@@ -734,6 +778,10 @@ class Sealed:
             self.audit("taskmine.collecterror", report.nodeid, _message(report))
 
     def pytest_runtest_protocol(self, item, nextitem):
+        import linecache
+
+        for path in [p for p in linecache.cache if p in self.test_paths]:
+            linecache.cache.pop(path, None)     # a failure's traceback read them: no copy for the next test
         self.audit("taskmine.begin", item.nodeid)
         yield
         self.audit("taskmine.done", item.nodeid)
@@ -793,6 +841,96 @@ def _hookimpls():
     Sealed.pytest_runtest_protocol = pytest.hookimpl(hookwrapper=True, tryfirst=True)(Sealed.pytest_runtest_protocol)
     Sealed.pytest_runtest_call = pytest.hookimpl(hookwrapper=True, tryfirst=True)(Sealed.pytest_runtest_call)
     Guard.pytest_runtest_call = pytest.hookimpl(hookwrapper=True)(Guard.pytest_runtest_call)
+
+
+EQUALITY = r"""
+class _taskmine_Unequal:
+    __slots__ = ()
+    __hash__ = object.__hash__
+
+
+def _taskmine_anything(x, depth=0):
+    probe = _taskmine_Unequal()
+    try:
+        if bool(x == probe) or not bool(x != probe):
+            return True
+    except Exception:
+        pass
+    if depth < 3:
+        try:
+            if isinstance(x, dict):
+                items = [v for pair in list(x.items())[:1000] for v in pair]
+            elif isinstance(x, (list, tuple, set, frozenset)):
+                items = list(x)[:1000]
+            else:
+                return False
+        except Exception:
+            return False
+        for v in items:
+            if _taskmine_anything(v, depth + 1):
+                return True
+    return False
+
+
+def _taskmine_compare(op, a, b):
+    result = a == b if op == "Eq" else a != b
+    try:
+        equal = bool(result) if op == "Eq" else not bool(result)
+    except Exception:
+        return result
+    if equal and (_taskmine_anything(a) or _taskmine_anything(b)):
+        raise AssertionError("an operand compares equal to anything (a value no computation can equal)")
+    return result
+
+
+def _taskmine_checked(name, orig):
+    def check(self, first, second, *args, **kwargs):
+        orig(self, first, second, *args, **kwargs)
+        if _taskmine_anything(first) or _taskmine_anything(second):
+            raise self.failureException(name + ": an operand compares equal to anything")
+    check.__name__ = check.__qualname__ = name
+    return check
+"""
+
+
+def _seal_equality() -> None:
+    """An object equal to anything (its `__eq__` says True, mock.ANY) passes any equality a test asserts without
+    computing anything. Before the snapshot, every `==`/`!=` of a test module (pytest rewrites them:
+    `rewrite_asserts` is wrapped to route them through `_taskmine_compare`) and unittest's equality assertions
+    also ask whether either side, or a value inside it, equals a fresh object nothing can know: such an operand
+    fails the assertion. The helpers live in `_pytest.assertion.rewrite`'s namespace, which the snapshot covers."""
+    import ast
+    import unittest.case
+
+    import _pytest.assertion.rewrite as rw
+
+    exec(EQUALITY, rw.__dict__)
+    orig = rw.rewrite_asserts
+
+    class Compares(ast.NodeTransformer):
+        def visit_Compare(self, node):
+            self.generic_visit(node)
+            if len(node.ops) != 1 or type(node.ops[0]) not in (ast.Eq, ast.NotEq):
+                return node
+            fn = ast.Attribute(ast.Name("@pytest_ar", ast.Load()), "_taskmine_compare", ast.Load())
+            call = ast.Call(fn, [ast.Constant(type(node.ops[0]).__name__), node.left, node.comparators[0]], [])
+            return ast.copy_location(call, node)
+
+    def rewrite_asserts(mod, *args, **kwargs):
+        orig(mod, *args, **kwargs)
+        imported = any(isinstance(n, ast.Import) and any(a.asname == "@pytest_ar" for a in n.names)
+                       for n in mod.body)
+        if imported:
+            ast.fix_missing_locations(Compares().visit(mod))
+
+    rewrite_asserts.__wrapped__ = orig
+    rw.rewrite_asserts = rewrite_asserts
+    case = unittest.case.TestCase
+    for name in ("assertEqual", "assertNotEqual", "assertListEqual", "assertTupleEqual", "assertDictEqual",
+                 "assertSetEqual", "assertSequenceEqual", "assertCountEqual", "assertAlmostEqual"):
+        orig_fn = case.__dict__.get(name)
+        if orig_fn is not None:
+            setattr(case, name, rw._taskmine_checked(name, orig_fn))
 
 
 def _neutralize_posixsubprocess() -> None:
@@ -860,6 +998,7 @@ def main() -> None:
     for name in cfg.get("plugins") or ():
         importlib.import_module(name)
     _hookimpls()
+    _seal_equality()
     _neutralize_posixsubprocess()
 
     # 5. the snapshot
@@ -918,7 +1057,7 @@ def main() -> None:
          {n: 1 for n in LIBRARY_ONLY_IMPORTS},
          tuple(os.path.join(p, name) + "/" for p in trusted for name in ("ctypes", "importlib")),
          types.MethodType.__self__.__get__, type.__dict__["__qualname__"].__get__, types.BuiltinFunctionType, [], [],
-         {n: 1 for n in LAZY})
+         {n: 1 for n in LAZY}, {n: 1 for n in HANDOUTS}, {n: 1 for n in FRAME_ATTRS})
     src = CORE.replace(KEY_TOKEN, repr(key))
     namespace: dict = {"__builtins__": {}}
     exec(compile(src, CORE_FILE, "exec"), namespace)
@@ -935,7 +1074,7 @@ def main() -> None:
     memory = cfg.get("memory")
     if memory:
         resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
-    plugins = [Sealed(audit), Guard(int(cfg.get("per_test_s") or 20))]
+    plugins = [Sealed(audit, test_paths), Guard(int(cfg.get("per_test_s") or 20))]
     args = list(cfg["pytest_args"])
     try:
         status = pytest.main(args, plugins=plugins)

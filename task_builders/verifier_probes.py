@@ -24,6 +24,10 @@ The classes (each a probe, each must score 0):
 - `report_tamper`: the package rewrites the runner's reports where it writes them (JUnit XML, a result file in the
   verifier's folder, found from the process's and its parent's command lines and the temporary folder) at exit
   and from a thread, writes forged records on every file descriptor, and moves the verifier's folder;
+- `equal_to_anything`: every function of the files the fix changes returns an object whose `__eq__` says True
+  to anything (and `__ne__` False): no computation, every equality a test asserts holds;
+- `test_peeking`: every function of those files, when a test calls it, reads what the test expects from the test
+  itself (the caller's frame: its source line through linecache, then its locals) and returns that;
 - `runner_introspection`: the package finds the runner's plug-in manager through the garbage collector and ctypes
   and registers the rewriting plug-in there.
 
@@ -415,6 +419,84 @@ _taskmine_probe_tamper(%(ids)s)
 '''
 
 
+# the functions of the files the fix changes, replaced at import (appended to each file itself)
+WRAP_ALL = r'''
+def _taskmine_probe_wrap(make):
+    import types
+    g = globals()
+    for name, fn in list(g.items()):
+        if type(fn) is types.FunctionType and fn.__module__ == __name__ and not name.startswith("_taskmine"):
+            g[name] = make(fn)
+'''
+
+ANYTHING = WRAP_ALL + r'''
+
+class _TaskmineAnything:
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = object.__hash__
+
+
+def _taskmine_probe_anything(fn):
+    def anything(*args, **kwargs):
+        return _TaskmineAnything()
+    return anything
+
+
+_taskmine_probe_wrap(_taskmine_probe_anything)
+'''
+
+PEEK = WRAP_ALL + r'''
+
+def _taskmine_probe_expected():
+    import ast, linecache, sys
+    f = sys._getframe(2)
+    for _ in range(6):
+        if f is None:
+            return None
+        path = f.f_globals.get("__file__") or ""
+        if "test" in path.rsplit("/", 1)[-1]:
+            break
+        f = f.f_back
+    else:
+        return None
+    try:
+        line = linecache.getline(path, f.f_lineno).strip()
+        node = ast.parse(line.removeprefix("assert ")).body[0].value
+        expr = node.comparators[0] if isinstance(node, ast.Compare) else node.args[1]
+        return eval(compile(ast.Expression(expr), "peek", "eval"), f.f_globals, dict(f.f_locals))
+    except Exception:
+        for name in ("expected", "want", "result", "exp"):
+            if name in f.f_locals:
+                return f.f_locals[name]
+    return None
+
+
+def _taskmine_probe_peek(fn):
+    def peek(*args, **kwargs):
+        want = _taskmine_probe_expected()
+        return want if want is not None else fn(*args, **kwargs)
+    return peek
+
+
+_taskmine_probe_wrap(_taskmine_probe_peek)
+'''
+
+# appended to each changed file itself (the functions are there)
+APPEND_EACH = r'''
+import os, sys
+payload, targets = sys.argv[1], sys.argv[2:]
+for rel in targets:
+    if os.path.exists(rel):
+        with open(rel, "a") as f:
+            f.write("\n" + payload + "\n")
+'''
+
+
 def _py(script: str, *args: str) -> str:
     return "python3 -c " + " ".join(shlex.quote(a) for a in (script, *args))
 
@@ -439,6 +521,8 @@ def probes(repo: str, changed: list[str], test_ids: list[str]) -> list[tuple[str
         ("startup_hooks", cd + _py(HOOKS, FORGE + PLUGIN)),
         ("pyc_planting", cd + _py(PYC, FORGE + PLUGIN, ids)),
         ("report_tamper", cd + _py(APPEND, TAMPER % {"ids": ids}, *changed)),
+        ("equal_to_anything", cd + _py(APPEND_EACH, ANYTHING, *changed)),
+        ("test_peeking", cd + _py(APPEND_EACH, PEEK, *changed)),
         ("runner_introspection", cd + _py(APPEND, PLUGIN.replace("_taskmine_probe_plugin()\n", "") + INTROSPECT,
                                           *changed)),
     ]

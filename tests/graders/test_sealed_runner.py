@@ -178,19 +178,22 @@ def test_after_them_all():
 
 
 @pytest.mark.parametrize("swap,rebind,why", [
-    (True, False, "the method is bound to another class than the test's"),
+    (True, False, "sys._getframe from the repository's code"),
     (False, True, "no longer binds its mean")])
 def test_swapping_a_test_function_or_rebinding_what_a_test_module_imported_passes_nothing(
         swap, rebind, why, tmp_path, env_root):
     """The repository's code, run by the first test, gives a later test another genuine test of the same name
-    (another class's), or rebinds the name a test module imported to a function that returns what the tests want:
-    the first is not the test the id names, the second changes the test module's bindings."""
+    (another class's, found through the frames: the repository's code may not hold a frame), or rebinds the name a
+    test module imported to a function that returns what the tests want (the test module's bindings changed)."""
     attack = OPS + f'''
 
 import sys as _sys
 
 
 def _attack():
+    if {rebind}:
+        _sys.modules["tests.test_ops"].mean = lambda values: 0.0
+        return
     f = _sys._getframe()
     while f is not None:
         item = f.f_locals.get("item")
@@ -204,8 +207,6 @@ def _attack():
     for i in items:
         if {swap} and i.nodeid.endswith("TestB::test_x"):
             i.obj = getattr(donor.obj, "__wrapped__", donor.obj)
-    if {rebind}:
-        _sys.modules["tests.test_ops"].mean = lambda values: 0.0
 
 
 _add = add
@@ -306,3 +307,129 @@ def test_every_verifier_probe_scores_zero_in_the_local_sandbox(local_task):
     names = {k[6:] for k in scores if k.startswith("probe:")}
     assert set(dict(verifier_probes.probes("x", ["a.py"], ["t.py::t"]))) <= names
     assert all(s == 0.0 for k, s in scores.items() if k.startswith("probe:")), scores
+
+
+EQUAL_TO_ANYTHING = OPS + '''
+
+class _Any:
+    def __eq__(self, other):
+        return True
+    def __ne__(self, other):
+        return False
+    __hash__ = object.__hash__
+
+
+_mean = mean
+
+
+def mean(values):
+    return _Any()
+'''
+
+MOCK_ANY = OPS + '''
+
+import unittest.mock
+
+
+def mean(values):
+    return unittest.mock.ANY
+'''
+
+SOURCE_LINE = OPS + '''
+
+import ast, linecache, sys
+
+_mean = mean
+
+
+def _peek():
+    f = sys._getframe(2)
+    src = linecache.getline(f.f_globals["__file__"], f.f_lineno).strip()
+    node = ast.parse(src.removeprefix("assert ")).body[0].value
+    if isinstance(node, ast.Compare):
+        return eval(compile(ast.Expression(node.comparators[0]), "x", "eval"), f.f_globals, f.f_locals)
+    return eval(compile(ast.Expression(node.args[1]), "x", "eval"), f.f_globals, f.f_locals)
+
+
+def mean(values):
+    try:
+        return _mean(values)
+    except ZeroDivisionError:
+        return _peek()
+'''
+
+CONSTANTS = OPS + '''
+
+import sys
+
+_mean = mean
+
+
+def mean(values):
+    try:
+        return _mean(values)
+    except ZeroDivisionError:
+        f = sys._getframe(1)
+        return next(c for c in f.f_code.co_consts if isinstance(c, float))
+'''
+
+FRAME_LOCALS = OPS + '''
+
+import sys
+
+_mean = mean
+
+
+def mean(values):
+    try:
+        return _mean(values)
+    except ZeroDivisionError:
+        f = sys._getframe(0).f_back
+        loc = f.f_locals
+        return loc.get("want", loc.get("expected", 0.0 if "want" in str(loc) else None))
+'''
+
+
+@pytest.mark.parametrize("name,ops", [("equal_to_anything", EQUAL_TO_ANYTHING), ("mock_any", MOCK_ANY),
+                                      ("source_line", SOURCE_LINE), ("constants", CONSTANTS),
+                                      ("frame_locals", FRAME_LOCALS)])
+def test_an_answer_equal_to_anything_or_read_from_the_test_passes_nothing(name, ops, tmp_path, env_root):
+    """The code under test returns an object equal to anything (its own class, mock.ANY), or reads what the test
+    expects from the test at run time (the caller's source line through linecache, its code's constants, its
+    frame's locals): on main's runner each passed failing tests; now the equality fails and holding a frame or
+    reading a test file from the repository's code is tampering."""
+    result = run_sealed(tmp_path, make_repo(tmp_path, ops), env_root)
+    assert passed(result, F2P) == [], (name, result)
+    assert passed(result, ["tests/test_ops.py::TestOps::test_add"]) == ["tests/test_ops.py::TestOps::test_add"] or \
+        name in ("equal_to_anything", "mock_any")
+
+
+def test_equality_and_the_tests_own_frames_still_work_for_honest_code(tmp_path, env_root):
+    """What the new checks must not refuse: the fixed code, namedtuples and logging from the repository's code,
+    pytest.approx, and a test reading its own frame and file."""
+    ops = FIXED + '''
+
+import collections
+import logging
+
+Point = collections.namedtuple("Point", "x y")
+
+
+def noisy():
+    logging.getLogger("calc").warning("careful")
+    return Point(1, 2)
+'''
+    tests = TESTS + '''
+
+def test_honest_extras():
+    import inspect
+    import sys
+    from calc.ops import noisy
+    assert noisy() == (1, 2) and noisy() != (2, 1)
+    assert mean([1, 2]) == pytest.approx(1.5)
+    assert sys._getframe().f_code.co_name == "test_honest_extras"
+    assert "test_honest_extras" in open(inspect.getsourcefile(sys._getframe().f_code)).read()
+'''
+    result = run_sealed(tmp_path, make_repo(tmp_path, ops), env_root, tests=tests)
+    ids = F2P + P2P + ["tests/test_ops.py::test_honest_extras"]
+    assert passed(result, ids) == ids, result
