@@ -849,7 +849,12 @@ class _taskmine_Unequal:
     __hash__ = object.__hash__
 
 
-def _taskmine_anything(x, depth=0):
+def _taskmine_anything(x, depth=0, budget=None):
+    # `budget`: values left to look at in this comparison (a deep structure costs at most BUDGET probes)
+    budget = [10000] if budget is None else budget
+    budget[0] -= 1
+    if budget[0] < 0:
+        return False
     probe = _taskmine_Unequal()
     try:
         if bool(x == probe) or not bool(x != probe):
@@ -867,7 +872,7 @@ def _taskmine_anything(x, depth=0):
         except Exception:
             return False
         for v in items:
-            if _taskmine_anything(v, depth + 1):
+            if _taskmine_anything(v, depth + 1, budget):
                 return True
     return False
 
