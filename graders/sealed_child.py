@@ -50,10 +50,11 @@ folder), reading a core frame's or function's code, changing the code or default
 integrity difference. Adding an audit hook is refused silently.
 
 Not covered (docs/architecture.md): code that changes what a test computes while it runs and restores the state
-before the test ends, objects that compare equal to anything, threads racing the runner's own bookkeeping, and
-reading this process's memory by means the core does not see (ctypes, when a dependency loaded it).
+before the test ends, an equality forged against only the values a test uses, threads racing the runner's own
+bookkeeping, and reading this process's memory by means the core does not see (ctypes, when a dependency loaded it).
 """
 
+import re
 import sys
 
 TAMPER_EXIT = 86
@@ -86,6 +87,14 @@ LAZY = ("__slotnames__", "__warningregistry__")
 HANDOUTS = ("currentframe", "stack", "getouterframes", "getinnerframes", "trace", "walk_stack", "walk_tb", "<lambda>",
             "get_stack", "_getframe")
 FRAME_ATTRS = ("tb_frame", "gi_frame", "cr_frame", "ag_frame")
+# A Python test file by its path in the repository (task_builders.families.code_change uses this one too): a test
+# folder, test_*.py, *_test(s).py, conftest.py. A test file of a task that is no such path is a module of the code
+# holding doctests.
+PY_TEST = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_tests?\.py$|(^|/)conftest\.py$")
+
+
+def is_test_module(path: str) -> bool:
+    return bool(PY_TEST.search(path))
 RUNNER_TOPS = ("pytest", "_pytest", "pluggy", "unittest", "builtins", "iniconfig", "packaging", "py")
 SENSITIVE = (
     "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys.settrace",
@@ -111,7 +120,8 @@ def make(S):
      test_paths, wrapper_kinds, callers, plugin_ids, boot_ids, exec_callers, protected_fns, genuine, trusted_codes,
      registry, state, busy, fd, EXIT, MISSING, sensitive, forbidden, configured_holders, boot_modules,
      repo_prefix, base_files, type_name, tb_of, tb_lineno, tb_next, begun, library_only, ctypes_prefixes,
-     method_self, type_qualname, builtin_fn, test_namespaces, test_owners, lazy, handouts, frame_attrs) = S
+     method_self, type_qualname, builtin_fn, test_namespaces, test_owners, lazy, handouts, frame_attrs,
+     peek_paths) = S
 
     def emit(kind, fields):
         seq = state[0]
@@ -197,7 +207,7 @@ def make(S):
         parts = resolve(path)
         if process_memory(parts):
             tamper("open of a process's memory or of a /proc folder: " + path[:200])
-        if dict_get(test_paths, "/" + join("/", parts), None) is not None and repo_on_stack(getframe(2)):
+        if dict_get(peek_paths, "/" + join("/", parts), None) is not None and repo_on_stack(getframe(2)):
             tamper("the repository's code read a test file: " + path[:200])
 
     def code_of(frame):
@@ -208,7 +218,7 @@ def make(S):
         if frame is None:
             return False
         path = co_filename(code_of(frame))
-        return type_(path) is str_ and startswith(path, repo_prefix) and dict_get(test_paths, path, None) is None
+        return type_(path) is str_ and startswith(path, repo_prefix) and dict_get(peek_paths, path, None) is None
 
     def repo_on_stack(frame):
         hops = 0
@@ -552,7 +562,7 @@ def make(S):
                 if (attr == "f_code" or attr == "__code__") and repo_code(getframe(1)):
                     read = code_of(obj) if type_(obj) is FrameType else (fn_code(obj) if type_(obj) is FunctionType
                                                                           else None)
-                    if read is not None and dict_get(test_paths, co_filename(read), None) is not None:
+                    if read is not None and dict_get(peek_paths, co_filename(read), None) is not None:
                         tamper("the repository's code read a test's code")
                 if type_(obj) is FrameType and co_filename(code_of(obj)) == "<taskmine-sealed-core>":
                     tamper("a read of the core's frame")
@@ -917,16 +927,28 @@ def _seal_equality() -> None:
             self.generic_visit(node)
             if len(node.ops) != 1 or type(node.ops[0]) not in (ast.Eq, ast.NotEq):
                 return node
-            fn = ast.Attribute(ast.Name("@pytest_ar", ast.Load()), "_taskmine_compare", ast.Load())
-            call = ast.Call(fn, [ast.Constant(type(node.ops[0]).__name__), node.left, node.comparators[0]], [])
-            return ast.copy_location(call, node)
+            name, const = ast.Name("@pytest_ar", ast.Load()), ast.Constant(type(node.ops[0]).__name__)
+            fn = ast.Attribute(name, "_taskmine_compare", ast.Load())
+            call = ast.Call(fn, [const, node.left, node.comparators[0]], [])
+            # every new node at the comparison's place, its end included: pytest's own rewritten nodes may carry a
+            # start and no end, and fix_missing_locations would then give them an end before their start
+            line, col = getattr(node, "lineno", None), getattr(node, "col_offset", None) or 0
+            if line is None:        # a node without a place cannot be compiled in another one's
+                return node
+            end_line = max(getattr(node, "end_lineno", None) or line, line)
+            end_col = getattr(node, "end_col_offset", None)
+            if end_col is None or (end_line == line and end_col < col):
+                end_col = col
+            for new in (call, fn, name, const):
+                new.lineno, new.col_offset, new.end_lineno, new.end_col_offset = line, col, end_line, end_col
+            return call
 
     def rewrite_asserts(mod, *args, **kwargs):
         orig(mod, *args, **kwargs)
         imported = any(isinstance(n, ast.Import) and any(a.asname == "@pytest_ar" for a in n.names)
                        for n in mod.body)
         if imported:
-            ast.fix_missing_locations(Compares().visit(mod))
+            Compares().visit(mod)       # no fix_missing_locations: it would give pytest's nodes false ends
 
     rewrite_asserts.__wrapped__ = orig
     rw.rewrite_asserts = rewrite_asserts
@@ -1042,6 +1064,9 @@ def main() -> None:
             trusted_codes[id(c)] = c
             todo += [k for k in c.co_consts if type(k) is types.CodeType]
     test_paths = {os.path.join(repo, p): 1 for p in cfg.get("test_files") or ()}
+    # the test modules among them: a module of the code that holds doctests (more_itertools/more.py) is a test file
+    # too, but the repository's code imports it, runs in it and may read it (inspect.getsource) like any other
+    peek_paths = {p: 1 for p in test_paths if is_test_module(os.path.relpath(p, repo))}
     ft, ct = types.FrameType, types.CodeType
     S = (type, str, bytes, int, tuple, list, len, repr, id, memoryview, OSError, BaseException, RuntimeError,
          os.write, os._exit, _hmac_digest(), _thread.get_ident, sys._getframe, ft.f_code.__get__, ft.f_back.__get__,
@@ -1062,7 +1087,7 @@ def main() -> None:
          {n: 1 for n in LIBRARY_ONLY_IMPORTS},
          tuple(os.path.join(p, name) + "/" for p in trusted for name in ("ctypes", "importlib")),
          types.MethodType.__self__.__get__, type.__dict__["__qualname__"].__get__, types.BuiltinFunctionType, [], [],
-         {n: 1 for n in LAZY}, {n: 1 for n in HANDOUTS}, {n: 1 for n in FRAME_ATTRS})
+         {n: 1 for n in LAZY}, {n: 1 for n in HANDOUTS}, {n: 1 for n in FRAME_ATTRS}, peek_paths)
     src = CORE.replace(KEY_TOKEN, repr(key))
     namespace: dict = {"__builtins__": {}}
     exec(compile(src, CORE_FILE, "exec"), namespace)
@@ -1079,7 +1104,7 @@ def main() -> None:
     memory = cfg.get("memory")
     if memory:
         resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
-    plugins = [Sealed(audit, test_paths), Guard(int(cfg.get("per_test_s") or 20))]
+    plugins = [Sealed(audit, peek_paths), Guard(int(cfg.get("per_test_s") or 20))]
     args = list(cfg["pytest_args"])
     try:
         status = pytest.main(args, plugins=plugins)

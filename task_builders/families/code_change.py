@@ -60,6 +60,7 @@ from environments import codeenv
 from environments.docker_cli import SandboxError
 from environments.gitworld import Branches, GitWorldError, git
 from graders import verifier
+from graders.sealed_child import PY_TEST
 from graders.rubric import CheckSpec, Rubric
 from llm.anonymized import declare_anonymized
 from llm.client import LLM
@@ -82,7 +83,6 @@ from warehouse.schemas import Event, Rejection, WorkItem
 
 FIX_MESSAGE = re.compile(r"\b(fix(e[sd]|ing)?|bug(fix)?|regression|crash(es|ing)?|broken|incorrect|wrong|"
                          r"issue\s*#?\d+)\b|(?<![\w&])#\d+\b|\bgh-\d+\b", re.I)
-PY_TEST = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_tests?\.py$|(^|/)conftest\.py$")
 PY_TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
 NODE_TEST = re.compile(r"(^|/)(__tests__|tests?)/|\.(test|spec)\.[cm]?[jt]sx?$")
 PY_CODE = re.compile(r"\.pyi?$")

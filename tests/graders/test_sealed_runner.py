@@ -433,3 +433,40 @@ def test_honest_extras():
     result = run_sealed(tmp_path, make_repo(tmp_path, ops), env_root, tests=tests)
     ids = F2P + P2P + ["tests/test_ops.py::test_honest_extras"]
     assert passed(result, ids) == ids, result
+
+
+REAL_BUNDLE = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "real" / "git-more-itertools" / \
+    "more-itertools.bundle"
+
+
+@pytest.mark.real
+@pytest.mark.skipif(not REAL_BUNDLE.exists(), reason=f"the real more-itertools history is not at {REAL_BUNDLE}")
+def test_a_real_repository_whose_code_module_holds_doctests_runs_clean(tmp_path, env_root):
+    """more-itertools as its code tasks run it: tests/test_more.py, with more_itertools/more.py a test file too
+    (its doctests). The runner's equality rewrite and test-reading checks refused every test of it on the first try
+    (a test module that no longer compiled, and the package importing its own module read as "the repository's
+    code read a test file"): none of 145 candidates had a FAIL_TO_PASS test."""
+    repo = tmp_path / "more-itertools"
+    subprocess.run(["git", "clone", "-q", str(REAL_BUNDLE), str(repo)], check=True, capture_output=True)
+    files = sorted(subprocess.run(["git", "-C", str(repo), "ls-files"], capture_output=True, text=True,
+                                  check=True).stdout.split())
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in ("sealed.py", "sealed_child.py"):
+        shutil.copy(Path(sealed.__file__).with_name(name), work / name)
+    payload = {"files": {}, "prune": ["conftest.py", "pytest.ini", "tox.ini", "setup.cfg"],
+               "modules": ["tests/test_more.py"], "site_dirs": [str(env_root / "site"), str(env_root / "runner")],
+               "runner_names": codeenv.runner_top_level(),
+               "test_files": ["more_itertools/more.py", "tests/test_more.py"],
+               "timeout_s": 600, "per_test_s": 20, "memory": codeenv.TEST_MEMORY_BYTES, "python": PYTHON,
+               "base": files + sorted({f.rsplit("/", 1)[0] + "/" for f in files if "/" in f})}
+    (work / "payload.json").write_text(json.dumps(payload))
+    proc = subprocess.run([PYTHON, "-I", "-S", "-B", str(work / "sealed.py"), str(work / "payload.json"), str(repo)],
+                          capture_output=True, text=True, timeout=900, env={"PATH": os.environ["PATH"],
+                                                                           "HOME": str(tmp_path)})
+    result = json.loads((work / "result.json").read_bytes())
+    outcomes = result["outcomes"]
+    assert len(outcomes) > 300, (proc.stderr[-2000:], result.get("notes"))
+    bad = {t: result["messages"].get(t, "")[:200] for t, o in outcomes.items() if o != "passed"}
+    assert not any("tampering" in m or "line range" in m for m in bad.values()), bad
+    assert len(bad) < 0.02 * len(outcomes), bad
