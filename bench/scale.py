@@ -371,6 +371,9 @@ def run_scale(scale: int, work: Path, stages: list[Stage], *, code_candidates: i
                 progress(_line(scale, out[-1]))
                 save_run(summary(store, scale, out), work / f"scale-{scale}.partial.json")
             continue
+        if stage.name == "published_dataset" and not validate_per_family:
+            progress(f"  scale {scale}: published_dataset skipped: no task validated (--validate-per-family 0)")
+            continue
         _, cost = measure(lambda s=stage: s.run(run), label)
         out.append(StageCost(stage.name, stage.unit, _items(store, stage.unit), cost))
         progress(_line(scale, out[-1]))
