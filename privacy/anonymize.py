@@ -225,6 +225,32 @@ def _pools(people: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return firsts, lasts
 
 
+# Every form a salted fake takes in anonymized text (what `Vault` draws and `Scrubber` writes): a name made of pool
+# words (a full name, a first or last name alone, a double-barrelled surname, "Last9" when the pools run out), a
+# handle made of them ("aabernathy", "arlo.abernathy", "abernathy_arlo"), the company's and other companies'
+# domains, Message-IDs, redacted addresses, and the fakes of secrets in code.
+_POOL_WORD = "|".join(sorted({w.casefold() for w in (*FIRST, *LAST)}, key=len, reverse=True))
+_UNSALTED = (
+    (re.compile(r"\b[0-9a-f]{24}@message-id\.invalid\b"), "msgid@message-id.invalid"),
+    (re.compile(r"\bperson-[0-9a-f]{8}@redacted\.example\b"), "person@redacted.example"),
+    (re.compile(r"\b(corp|org)-[0-9a-f]{6}\.example\b"), r"\1.example"),
+    (re.compile(r"\bfake[0-9a-f]{8,28}\b"), "fakesecret"),
+    (re.compile(rf"(?i)(?<!\w)[a-z]?(?:{_POOL_WORD})(?:[._-]?(?:{_POOL_WORD}))*\d*(?!\w)"), "name"),
+)
+
+
+def unsalted(text: str) -> str:
+    """`text` (anonymized) with every pseudonym replaced by one stand-in of its kind: what stays of a text whatever
+    salt was drawn. Decisions made from the words of anonymized text (near-duplicate groups, families and their
+    splits) are made from this, so that which tasks a dataset gets does not hinge on the fake names drawn (the
+    same sample under two salts: tests/task_builders/test_salt.py). Real names never reach here; only the
+    pools' invented words and the salted forms above are replaced, so two requests that differ only in who
+    wrote them read alike."""
+    for pattern, stand_in in _UNSALTED:
+        text = pattern.sub(stand_in, text)
+    return text
+
+
 _NEVER = re.compile(r"(?!)")
 _TITLES = frozenset("mr mrs ms miss dr prof sir dame".split())
 _INVISIBLE = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")

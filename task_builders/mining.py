@@ -287,7 +287,7 @@ class Mining:
              thread_key: str | None = None) -> WorkItem:
         lineage = sorted({request.event_id, *(e.event_id for e in outcome), *(e.event_id for e in context)})
         context = sorted({e.event_id: e for e in context}.values(), key=_key)
-        return WorkItem(item_id=content_hash("work_item", self.dataset, kind, request.native_id), dataset=self.dataset,
+        return WorkItem(item_id=content_hash("work_item", self.dataset, kind, request.event_id), dataset=self.dataset,
                         kind=kind, thread_key=thread_key or request.native_id, request_event_id=request.event_id,
                         outcome_event_ids=[e.event_id for e in outcome],
                         context_event_ids=[e.event_id for e in context],

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.config import DatasetConfig
+from privacy.anonymize import unsalted
 from task_builders.cluster.dedup import near_duplicate_groups
 from task_builders.cluster.embed import embed_cached
 from task_builders.cluster.families import cluster, gist
@@ -49,13 +50,16 @@ def organize(store, dataset: str, items: Sequence[WorkItem], events: Mapping[str
     if not items:
         return Organized([], {"work_items": 0, "families": 0, "near_duplicate_groups": 0}, [])
     texts = [request_text(events[i.request_event_id]) if i.request_event_id in events else "" for i in items]
-    group_of, pairs = near_duplicate_groups(texts, config.near_duplicate_threshold)
+    # groups, vectors and families are made from the texts without their pseudonyms (privacy.anonymize.unsalted):
+    # they, and the splits drawn from them, are the same whatever fake names the salt drew
+    plain = [unsalted(t) for t in texts]
+    group_of, pairs = near_duplicate_groups(plain, config.near_duplicate_threshold)
     reps = sorted(set(group_of))
     rep_index = {r: k for k, r in enumerate(reps)}
     members = Counter(group_of)
-    vectors, stats = embed([gist(texts[r]) for r in reps])
+    vectors, stats = embed([gist(plain[r]) for r in reps])
     vectors = np.asarray(vectors, dtype=np.float32)
-    fams = cluster(vectors, [texts[r] for r in reps], method=config.cluster_method,
+    fams = cluster(vectors, [plain[r] for r in reps], method=config.cluster_method,
                    distance=config.cluster_distance, weights=[members[r] for r in reps])
     xy = project(vectors)
     fam_of_item = [fams.labels[rep_index[g]] for g in group_of]

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from core.config import DatasetConfig
-from privacy.anonymize import Vault, VaultError
+from privacy.anonymize import Vault, VaultError, unsalted
 from privacy.stages import vault_path
 from taskmine import flow
 from warehouse.store import Store
@@ -41,21 +41,53 @@ def build(sample_company, home, salt: str, monkeypatch) -> Store:
     return store
 
 
+def organized(store: Store) -> dict:
+    """What the clusters stage decided, keyed by what hashes the raw records: per work item (kind, request event)
+    its id, its near-duplicate group (as the request events of the group's members), whether it leads the group,
+    its family (as the request events of the family's members) and its split."""
+    items = {i.item_id: (i.kind, i.request_event_id) for i in store.read("work_items", "acme")}
+    rows = store.read("clusters", "acme")
+    groups: dict[str, set] = {}
+    fams: dict[str, set] = {}
+    for c in rows:
+        groups.setdefault(c.dup_group, set()).add(items[c.item_id])
+        fams.setdefault(c.family, set()).add(items[c.item_id])
+    return {items[c.item_id]: (c.item_id, frozenset(groups[c.dup_group]), c.representative,
+                               frozenset(fams[c.family]), c.split) for c in rows}
+
+
 @pytest.mark.slow
 def test_the_sample_under_several_salts_yields_the_same_tasks(sample_company, tmp_path, monkeypatch):
-    seen = {}
+    """The same tasks, probe scores, work item ids, near-duplicate groups, families and splits under three salts;
+    and every anonymized text the same once its pseudonyms are set aside (`unsalted`: no salted form escapes it).
+    Before `unsalted` and work item ids from the request's event id, the splits (keyed by the smallest item id of a
+    family, which hashed a salted Message-ID) and, at 50x, the near-duplicate groups (shingles and MinHash bands of
+    the fake names) changed with the salt."""
+    seen, clusters, texts = {}, {}, {}
     for salt in ("s1", "s2", "s3"):
         store = build(sample_company, tmp_path / salt, salt, monkeypatch)
         assert json.loads(vault_path(store, "acme").read_text())["salt"] == salt
-        seen[salt] = {(t.family, tuple(t.lineage)): {p["name"]: p.get("score") for p in t.reference["probes"]}
+        seen[salt] = {(t.family, tuple(t.lineage)): ({p["name"]: p.get("score") for p in t.reference["probes"]},
+                                                      t.item_id, t.split)
                       for t in store.read("tasks", "acme")}
+        clusters[salt] = organized(store)
+        texts[salt] = {e.event_id: f"{e.title}\n{e.body}" for e in store.read("anonymized_events", "acme")}
+    assert clusters["s1"] == clusters["s2"] == clusters["s3"]
+    assert {s for *_, s in clusters["s1"].values()} == {"train", "test"}
+    assert len({g for _, g, *_ in clusters["s1"].values() if len(g) > 1}) >= 2   # near-duplicate groups were made
+    for salt in ("s2", "s3"):
+        assert sum(texts["s1"][k] != texts[salt][k] for k in texts["s1"]) > 50     # the fakes differ ...
+        differ = [k for k in texts["s1"] if unsalted(texts["s1"][k]) != unsalted(texts[salt][k])]
+        assert not differ, (salt, len(differ), unsalted(texts["s1"][differ[0]])[:300],   # ... nothing else does
+                            unsalted(texts[salt][differ[0]])[:300])
     first = seen["s1"]
     assert len({f for f, _ in first}) >= 4, sorted({f for f, _ in first})
     for salt, tasks in seen.items():
         assert set(tasks) == set(first), (salt, sorted(f for f, _ in set(tasks) ^ set(first)))
-        for key, probes in tasks.items():
-            assert probes == first[key], (salt, key[0], {n: (s, first[key].get(n)) for n, s in probes.items()
-                                                          if first[key].get(n) != s})
+        for key, (probes, item_id, split) in tasks.items():
+            assert (item_id, split) == first[key][1:], (salt, key[0])
+            assert probes == first[key][0], (salt, key[0], {n: (s, first[key][0].get(n)) for n, s in probes.items()
+                                                             if first[key][0].get(n) != s})
 
 
 def test_a_vault_keeps_its_salt_and_refuses_another(tmp_path):
