@@ -23,6 +23,9 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import pickle
+import shutil
+import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -103,3 +106,34 @@ def fork_map(fn: Callable[[Any, list[T]], R], chunks: Iterable[list[T]], workers
     finally:
         _STATE.clear()
         gc.unfreeze()
+
+
+class Spill:
+    """Chunks kept on disk between two passes of a stage: a stage whose next pass needs what the last one learned
+    from every chunk (the secret values every chunk found, the people the last pass finds in prose) holds one
+    chunk in memory, not the dataset. One pickle file per chunk in a folder of its own under `parent` (on the
+    warehouse's disk: the records may be private); `drain` reads them back in order, removing each once read, and
+    leaving the `with` block removes the folder whatever happened."""
+
+    def __init__(self, parent: Path):
+        parent.mkdir(parents=True, exist_ok=True)
+        self.folder = Path(tempfile.mkdtemp(prefix="spill-", dir=parent))
+        self.chunks = 0
+
+    def put(self, chunk: list) -> None:
+        (self.folder / f"{self.chunks:09d}.pickle").write_bytes(pickle.dumps(chunk, protocol=5))
+        self.chunks += 1
+
+    def drain(self) -> Iterator[list]:
+        n, self.chunks = self.chunks, 0
+        for k in range(n):
+            path = self.folder / f"{k:09d}.pickle"
+            chunk = pickle.loads(path.read_bytes())
+            path.unlink()
+            yield chunk
+
+    def __enter__(self) -> Spill:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)

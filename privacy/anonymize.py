@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import itertools
 import os
 import re
 import secrets
@@ -1204,30 +1205,45 @@ class Anonymizer:
 
     def settle_people(self, events: list[Event], ner, seen: set[bytes] | None = None,
                       batch: int = 256) -> tuple[list[Event], dict[str, int]]:
+        """`settle_people_stream` over a list: the events and the counts (paragraphs read, persons replaced, events
+        changed)."""
+        stats: dict[str, int] = {}
+        return list(self.settle_people_stream(events, ner, seen, batch, stats)), stats
+
+    def settle_people_stream(self, events: Iterable[Event], ner, seen: set[bytes] | None = None, batch: int = 256,
+                             stats: dict[str, int] | None = None) -> Iterator[Event]:
         """The last pass for people in prose: anonymized events whose prose (the title, body and actor name the
         leak audit reads as prose) still holds a person NER tags and the evidence rules accept (the audit's own
         `Rules.fresh` and `Rules.people_spans`) get that person replaced, by a pseudonym of its own (the same
         for the same name everywhere, added to the vault like any outsider's: the caller saves the vault), until
         NER finds none (three rounds; a person still found then becomes "[PERSON]").
 
+        A stream, `batch` events at a time in the stream's order, each batch's rounds done before the next is read:
+        memory holds a batch, not the dataset (the anonymize stage's events pass through here chunk by chunk), and
+        the output does not depend on how the caller cut the stream. A paragraph's verdict is made where it first
+        occurs and applies to every later copy.
+
         `seen`: digests of the paragraphs whose verdict is known (discovery read them in the raw text); it
         grows by every paragraph this pass reads, so the audit afterwards reads only what changed since (its
-        `seen`). Returns the events and counts: paragraphs read, persons replaced, events changed."""
+        `seen`). `stats` (optional) gets the counts: paragraphs read, persons found, events changed. The vault and
+        `people_verdicts` hold what was found once the stream is exhausted."""
         from privacy.audit import Rules, _digest  # the audit's own detector (audit imports this module's types)
 
         rules = Rules.of(self, ner=ner, seen=seen if seen is not None else set())
         verdicts: dict[bytes, list[tuple[int, int]]] = {}
-        stats = {"paragraphs_read": 0, "persons_found": 0, "events_changed": 0}
+        stats = stats if stats is not None else {}
+        for k in ("paragraphs_read", "persons_found", "events_changed"):
+            stats.setdefault(k, 0)
         fields = ("title", "body", "actor_name")
-        out = list(events)
-        todo = list(range(len(out)))
-        for round_ in range(4):
-            changed: list[int] = []
-            for lo in range(0, len(todo), batch):
-                chunk = todo[lo:lo + batch]
+        it = iter(events)
+        while block := list(itertools.islice(it, max(1, batch))):
+            out = list(block)
+            todo = range(len(out))
+            for round_ in range(4):
+                changed: list[int] = []
                 self._own_words(rules)  # pseudonyms given so far are ours: never a person to replace again
                 fresh: list[str] = []
-                for i in chunk:
+                for i in todo:
                     for f in fields:
                         fresh += rules.fresh(getattr(out[i], f) or "")
                 stats["paragraphs_read"] += len(fresh)
@@ -1238,7 +1254,7 @@ class Anonymizer:
                     verdicts[_digest(fresh[k])] = spans
                     rules.seen.discard(_digest(fresh[k]))  # not clean: the audit reads any copy left elsewhere
                     stats["persons_found"] += len(spans)
-                for i in chunk:
+                for i in todo:
                     update = {}
                     for f in fields:
                         text = getattr(out[i], f) or ""
@@ -1248,14 +1264,14 @@ class Anonymizer:
                     if update:
                         out[i] = out[i].model_copy(update=update)
                         changed.append(i)
-            if not changed:
-                break
-            todo = changed
-        stats["events_changed"] = sum(1 for a, b in zip(out, events, strict=True) if a is not b)
+                if not changed:
+                    break
+                todo = changed
+            stats["events_changed"] += sum(1 for a, b in zip(out, block, strict=True) if a is not b)
+            yield from out
         self.people_verdicts.update(verdicts)
         if seen is not None:
             seen |= rules.seen
-        return out, stats
 
     def prose(self, text: str | None) -> str | None:
         """`scrub(text)`, then the people the last pass found in the events (`settle_people`) replaced where the

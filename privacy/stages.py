@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter, deque
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from core import parallel
@@ -100,11 +100,12 @@ def anonymize(ctx: RunContext) -> StageResult:
     (core.parallel), with the output of one process: what is global runs here first and the workers are forked after
     it (discovery, the identities and the vault's pseudonyms, then the last pass for people and the leak audit's
     rules); the per-event work in between (`Anonymizer.event`; the audit's verdicts, `withhold_events`) depends on
-    nothing but that and the event. What a worker learns on the way comes back and is merged here: the secret values
-    it found (their quoted literals are replaced in every diff, `settle_secret_literals`). The anonymized events are
-    written as their chunks come back (`Store.replace_sorted`); what stays whole in memory is the scrubbed events
-    the last pass for people reads (a person it finds is replaced wherever the paragraph recurs, in the dataset's
-    order)."""
+    nothing but that and the event. Three passes over the chunks, each kept on disk between them (`parallel.Spill`)
+    so memory holds a few chunks and never the dataset: (1) scrubbed in the workers, the secret values each found
+    merged here; (2) here, in the dataset's order, every diff given the literals of every secret found
+    (`settle_secret_literals`) and the last pass for people in prose (`settle_people`, a stream: a person it finds
+    is replaced wherever the paragraph recurs); (3) the leak audit's verdicts in the workers, with the rules the
+    last pass left, written as their chunks come back (`Store.replace_sorted`)."""
     store, dataset, config, run_id = ctx.store, ctx.dataset, ctx.config, ctx.run_id
     n = parallel.workers(config.workers)
     status = find_entities(store, dataset, config, n)
@@ -112,31 +113,46 @@ def anonymize(ctx: RunContext) -> StageResult:
     candidates = json.loads(entities_path(store, dataset).read_text()).get("candidates", [])
     size = parallel.chunk_size(store.count("events", dataset), n, config.chunk_events)
     _ = anon.scrub.detector  # the scrubber's last pass, built once here for every worker to inherit
-    rows: list = []
     failed: list[Quarantine] = []
-    for done, lost, secrets in parallel.fork_map(_scrub, parallel.chunked(store.iter("events", dataset), size),
-                                                 n, anon):
-        rows += done
-        failed += lost
-        anon.scrub.code_secrets.update(secrets)
-    settle_secret_literals(anon, store.iter("events", dataset), rows)
-    rows, settled = settle_people(store, dataset, anon, rows, config, n)
-    check = Check(audit_rules(store, dataset, anon))
     withheld: list[Withheld] = []
     checked = Counter({"event": 0, "commit_file": 0, "git": 0})
     shown: list = []
-
-    def judged() -> Iterator:
-        chunks = deque(parallel.chunked(rows, size))
-        rows.clear()   # the chunks hold the events now; each is let go once judged
-        for out, held, seen, secrets in parallel.fork_map(_withhold, _drain(chunks), n, (dataset, check, run_id)):
-            withheld.extend(held)
-            checked.update(seen)
+    settled: dict[str, int] = {}
+    spills = store.private / "spill"
+    with parallel.Spill(spills) as scrubbed, parallel.Spill(spills) as people_settled:
+        # 1. every chunk scrubbed (in the workers), kept on disk: the secret values of every chunk are known after
+        for done, lost, secrets in parallel.fork_map(_scrub, parallel.chunked(store.iter("events", dataset), size),
+                                                     n, anon):
+            scrubbed.put(done)
+            failed += lost
             anon.scrub.code_secrets.update(secrets)
-            shown.extend([r for r in out if r.body][:5 - len(shown)])
-            yield from out
 
-    written = store.replace_sorted("anonymized_events", dataset, judged())
+        # 2. here, in the dataset's order: every diff given the literals of every secret found, then the last pass
+        #    for people in prose (a stream: a person it finds is replaced wherever the paragraph recurs after)
+        def literals_settled() -> Iterator:
+            raw = parallel.chunked(store.iter("events", dataset), size)   # chunk k of the raw gave chunk k above
+            for rows, events in zip(scrubbed.drain(), raw, strict=True):
+                settle_secret_literals(anon, events, rows)
+                yield from rows
+
+        for chunk in parallel.chunked(settle_people(store, dataset, anon, literals_settled(), config, n, settled),
+                                      size):
+            people_settled.put(chunk)
+
+        # 3. the leak audit's verdicts (in the workers, with the rules as the last pass left them), written as the
+        #    chunks come back
+        check = Check(audit_rules(store, dataset, anon))
+
+        def judged() -> Iterator:
+            for out, held, seen, secrets in parallel.fork_map(_withhold, people_settled.drain(), n,
+                                                              (dataset, check, run_id)):
+                withheld.extend(held)
+                checked.update(seen)
+                anon.scrub.code_secrets.update(secrets)
+                shown.extend([r for r in out if r.body][:5 - len(shown)])
+                yield from out
+
+        written = store.replace_sorted("anonymized_events", dataset, judged())
     if failed:
         store.merge("quarantine", dataset, failed)
     repos = anonymize_repos(store, dataset, ctx.dataset_dir, anon, check, run_id)
@@ -183,29 +199,24 @@ def _withhold(state: tuple, rows: list) -> tuple[list, list[Withheld], Counter, 
     return out, withheld, checked, dict(check.rules.scrub.code_secrets)
 
 
-def _drain(chunks: deque) -> Iterator[list]:
-    while chunks:
-        yield chunks.popleft()
-
-
-def settle_people(store: Store, dataset: str, anon: Anonymizer, rows: list, config: DatasetConfig,
-                  workers: int = 1) -> tuple[list, dict]:
-    """The anonymizer's last pass for people in prose (`Anonymizer.settle_people`: NER and the leak audit's
-    evidence rules on every paragraph anonymization changed), with the model discovery used, NER reading in
-    `workers` processes (`Ner.spread`). The paragraphs it read join the audit's skip list (`paragraphs_path`:
-    their verdict is known), and the vault keeps the pseudonyms of the people it found."""
+def settle_people(store: Store, dataset: str, anon: Anonymizer, rows: Iterable, config: DatasetConfig,
+                  workers: int = 1, stats: dict[str, int] | None = None) -> Iterator:
+    """The anonymizer's last pass for people in prose over a stream of anonymized events
+    (`Anonymizer.settle_people_stream`: NER and the leak audit's evidence rules on every paragraph anonymization
+    changed), with the model discovery used, NER reading in `workers` processes (`Ner.spread`). The paragraphs it
+    read join the audit's skip list (`paragraphs_path`: their verdict is known), and the vault keeps the pseudonyms
+    of the people it found, once the stream is exhausted. `stats` gets its counts. Without a model: `rows`."""
     ner = load_ner(config.ner_model) if config.ner_model else None
     if ner is None:
-        return rows, {}
+        yield from rows
+        return
     p = paragraphs_path(store, dataset)
     raw = p.read_bytes() if p.exists() else b""
     seen = {raw[i:i + 16] for i in range(0, len(raw), 16)}
     with ner.spread(workers):
-        rows, stats = anon.settle_people(rows, ner, seen)
+        yield from anon.settle_people_stream(rows, ner, seen, stats=stats)
     anon.vault.save()
     p.write_bytes(b"".join(sorted(seen)))
-    return rows, stats
-
 
 
 # --- the leak audit's rules and the gate ---------------------------------------------------------------

@@ -101,3 +101,42 @@ def test_a_withheld_rows_reason_is_its_first_hit_whatever_was_judged_before(tmp_
     assert fresh.rows([("x", row)]) == warm.rows([("x", row)]) == {"x": "person"}
     only_address = {"title": "Renewal", "recipients": ["henrietta.o@ministry-mail.org"]}
     assert fresh.rows([("y", only_address)]) == {"y": "email"}
+
+
+def test_the_last_pass_for_people_reads_its_events_a_batch_at_a_time(tmp_path):
+    """The anonymize stage's memory is bounded by its chunks, not the dataset: the last pass for people in prose
+    is a stream that has read at most one batch when it gives its first events (before, it took a list of every
+    event of the dataset and returned another), and a person it finds is replaced in every later copy of the
+    paragraph, in a later batch too."""
+    from tests.privacy.test_one_detector import FakeNer
+
+    pulled = 0
+    para = "Ask Orville Brandquist about the release."
+
+    def events():
+        nonlocal pulled
+        for i in range(2_000):
+            pulled += 1
+            yield _event("message", f"m{i}", body=para if i in (3, 1_500) else f"note {i}")
+
+    anon = Anonymizer([], Vault.load(tmp_path / "v.json", salt="s"))
+    stats: dict = {}
+    out = anon.settle_people_stream(events(), FakeNer(["Orville Brandquist"]), set(), batch=50, stats=stats)
+    first = [next(out) for _ in range(50)]
+    assert pulled == 50
+    assert "Orville" not in first[3].body and "Brandquist" not in first[3].body
+    rest = list(out)
+    assert pulled == 2_000 and len(rest) == 1_950
+    assert rest[1_450].body == first[3].body          # the later copy, in batch 31, replaced the same way
+    assert stats["events_changed"] == 2 and anon.people_verdicts
+
+
+def test_a_spill_gives_its_chunks_back_in_order_and_leaves_nothing(tmp_path):
+    with parallel.Spill(tmp_path / "spill") as spill:
+        for k in range(3):
+            spill.put([_event("message", f"s{k}-{i}", body=f"b{k}") for i in range(k + 1)])
+        assert len(list(spill.folder.iterdir())) == 3
+        back = list(spill.drain())
+        assert [len(c) for c in back] == [1, 2, 3] and back[2][0].body == "b2"
+        assert not list(spill.folder.iterdir())     # each chunk's file is gone once read
+    assert not list((tmp_path / "spill").iterdir())
