@@ -222,8 +222,15 @@ def test_docker_agent_can_read_a_root_owned_git_world(docker_sandbox, world):
 
 @pytest.mark.docker
 def test_sessions_build_no_image_per_world(docker_sandbox, world, tmp_path):
-    """A world is mounted, never baked: two different worlds run on the same image and add none."""
-    before = sorted(set(docker("images", "-q").stdout.split()))
+    """A world is mounted, never baked: two different worlds run on the same image and add none (of this session's
+    sandbox: images it builds carry its label, and a neighbour test process builds its own, under its own)."""
+    labels = [a for k, v in docker_sandbox.image_labels.items() for a in ("--filter", f"label={k}={v}")]
+    assert labels
+
+    def images() -> list[str]:
+        return sorted(set(docker("images", "-q", *labels).stdout.split()))
+
+    before = images()
     other = tmp_path / "other"
     other.mkdir()
     (other / "x.txt").write_text("another world\n")
@@ -231,7 +238,7 @@ def test_sessions_build_no_image_per_world(docker_sandbox, world, tmp_path):
     assert (a.stdout, b.stdout) == ("the login service\n", "another world\n")
     assert a.image == b.image == docker_sandbox.base_image
     # As a set: `docker images` orders images of the same creation second arbitrarily (CI saw two swap).
-    assert sorted(set(docker("images", "-q").stdout.split())) == before
+    assert images() == before
 
 
 # --- images (no daemon needed) ------------------------------------------------------------------------
