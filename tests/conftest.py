@@ -96,6 +96,20 @@ def llm_standin():
     server.close()
 
 
+# The test files that take longest, measured (`--durations`), started first when the suite runs over several workers
+# (pyproject: `--dist loadfile --no-loadscope-reorder`): with the end-to-end module last, one worker would run it
+# alone after the others had finished everything else.
+LONGEST_FIRST = ("tests/test_end_to_end.py", "tests/test_cli.py", "tests/task_builders/test_code_change.py",
+                 "tests/graders/test_validation_resume.py", "tests/pipelines/test_distributed.py",
+                 "tests/test_withheld.py", "tests/environments/test_pool.py", "tests/task_builders/test_salt.py",
+                 "tests/publishing/test_published_layout.py", "tests/graders/test_difficulty.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {path: k for k, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))   # stable: the rest keep order
+
+
 _TEST_MODULE = re.compile(r"(^|\.)(test_\w+|conftest)$|^tests\.")
 
 

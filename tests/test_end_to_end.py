@@ -186,7 +186,7 @@ def test_second_run_adds_nothing_and_is_byte_identical(pipeline):
     assert meta["validations"]["validated_now"].value == 0
 
 
-def test_lab_reads_it_with_plain_duckdb(pipeline):
+def test_lab_reads_it_with_plain_duckdb(pipeline, tmp_path):
     pub = pipeline["pub"]
     rows = duckdb.sql(f"select family, count(*) from '{pub}/tasks/*/*.parquet' group by 1 order by 1").fetchall()
     assert [r[0] for r in rows] == ["chat_answer", "code_change", "commit_link", "email_reply", "resolution_note",
@@ -201,7 +201,14 @@ def test_lab_reads_it_with_plain_duckdb(pipeline):
     assert all(len(h) == 64 for h in manifest["files"].values())
     bundles = list(pub.glob("world/git/*.bundle"))
     assert bundles
-    assert subprocess.run(["git", "bundle", "verify", str(bundles[0])], capture_output=True).returncode == 0
+    # `git bundle verify` needs a repository to check prerequisites against: a lab's empty one, not whatever the
+    # current folder is (outside a clone it failed "need a repository to verify a bundle")
+    lab = tmp_path / "lab"
+    subprocess.run(["git", "init", "-q", str(lab)], check=True)
+    assert subprocess.run(["git", "-C", str(lab), "bundle", "verify", str(bundles[0])],
+                          capture_output=True).returncode == 0
+    clone = subprocess.run(["git", "clone", "-q", str(bundles[0]), str(tmp_path / "clone")], capture_output=True)
+    assert clone.returncode == 0 and (tmp_path / "clone" / ".git").is_dir(), clone.stderr
     docs = duckdb.sql(f"select cls, count(*) from read_json_auto('{pub / 'world' / 'documents.jsonl'}') group by 1")
     assert {r[0] for r in docs.fetchall()} >= {"issue", "mail", "chat"}
 
