@@ -285,8 +285,8 @@ def local_task(tmp_path_factory):
     root = tmp_path_factory.mktemp("local-code")
     write_repo(root / "exports")
     # the repository's deliberately flaky test counts its runs in /tmp/flaky-counter: in a container that file
-    # starts absent, here it is the host's and outlives the session, so which runs fail depended on earlier runs
-    # (a count left at 2 mod 3 made the docstring "fix" look like one: two tasks)
+    # starts absent; here it is the host's and outlives the session, so which runs fail would depend on what ran
+    # before. Start it as a container does.
     Path("/tmp/flaky-counter").unlink(missing_ok=True)
     store = Store(root / "home")
     config = DatasetConfig(ner_model="", families=("code_change",))
