@@ -295,7 +295,9 @@ def local_task(tmp_path_factory):
     flow.run(ctx, "work_items")
     flow.run(flow.context(store, DS), "world")
     flow.run(flow.context(store, DS, config=config, sandbox=LocalSandbox()), "tasks")
-    (task,) = store.read("tasks", DS)
+    # the fix of the empty mean (the repository's one real fix; test_code_change holds that nothing else is a task)
+    (task,) = [t for t in store.read("tasks", DS)
+               if any("test_mean_of_nothing_is_zero" in n for n in t.reference["code"]["FAIL_TO_PASS"])]
     return task, store.worlds(DS)
 
 
