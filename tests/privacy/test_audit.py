@@ -186,3 +186,29 @@ def test_a_short_prose_value_is_scrubbed_once_and_code_each_time():
     assert scrub(literal, code=True) == literal  # no secret known yet: a plain string
     scrub('+ url = "https://deploy:Xk9mQ2vLp7@ci.acme.example/hook"', code=True)  # the secret, in a URL
     assert "Xk9mQ2vLp7" not in scrub(literal, code=True)  # the literal repeating it now gets its fake
+
+
+def test_a_schema_key_that_is_a_first_name_is_no_hit_and_a_name_as_a_key_still_is(tmp_path):
+    """A JSON key is read as the document writes it (`"max":`): a field's name, not a field's whole value. Found on
+    the real git-more-itertools export, whose contributors include a Max: every probe's threshold key "max" in the
+    published grading table was a "name" hit (120), and the dataset did not publish. The same word as a whole
+    value is still a name, and a key holding a full name, a login or an address is still a hit."""
+    from privacy.audit import written_key
+
+    events = [Event(event_id=event_id("d", "jira", "1"), dataset="d", source="jira", kind="comment", native_id="1",
+                    ts=T0, actor="jira:mnorwell", actor_name="Max Norwell", body="x",
+                    attrs={"people": [{"handle": "jira:mnorwell", "display_name": "Max Norwell",
+                                       "email": "mnorwell@acme.example", "username": "mnorwell", "role": "author"}]})]
+    # the dataset writes "max" in lower case often (its code: `max(...)`), so the name word is an ordinary word too
+    anon = Anonymizer(resolve("d", events), Vault(Path(os.devnull), "salt", "corp-test.example", {}),
+                      lower={"max": 500})
+    assert anon.scrub.terms["max"].ambiguous
+    rules = Rules.of(anon)
+    assert written_key("max") == '"max":'
+    probes = {"probes": [{"name": "listing_all", "max": 0.5, "score": 0.3}]}
+    root = _published(tmp_path, {"grading/ref.json": json.dumps(probes)})
+    assert audit(root, rules, manifest=True).ok, audit(root, rules, manifest=True).summary()
+    for leak in ({"owner": "Max"}, {"Max Norwell": 1}, {"mnorwell": 1}, {"mnorwell@acme.example": 1}):
+        (root / "grading/ref.json").write_text(json.dumps(leak))
+        hits = [h for h in audit(root, rules).hits if not h.kind.startswith("manifest")]
+        assert hits, leak
