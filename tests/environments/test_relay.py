@@ -106,7 +106,11 @@ def test_a_connection_the_server_refuses_is_reset_and_the_relay_goes_on(relayed)
     r, server, listen = relayed
     server.close()
     os.unlink(server.path)
-    assert ask(listen, b"anyone?") == b""           # reset: closed without an answer
+    try:                                            # reset: closed without an answer, before or after the
+        answer = ask(listen, b"anyone?")            # request was written (a broken pipe when the relay's reset
+    except (BrokenPipeError, ConnectionResetError):  # comes first: seen once with the suite over two workers)
+        answer = b""
+    assert answer == b""
     server2 = Server(server.path)
     assert ask(listen, b"again") == b"got:again"    # the same relay, a server back
     server2.close()
