@@ -52,38 +52,45 @@ def main() -> int:
             failed.append(name)
 
     print(f"{pub}: {len(ds.tasks())} tasks, families {sorted(tasks)}", flush=True)
-    splits = L.config_splits(pub, work / "hf")
-    report("load_dataset", all(g == w for g, w in splits.values()),
-           ", ".join(f"{n} {sorted(g)}" + ("" if g == w else f" (want {sorted(w)})") for n, (g, w) in splits.items()))
-    leaks = L.agent_leaks(pub)
-    report("agent view holds no reference string", not leaks, leaks[:5] or "0 found")
-    rows, wrong = L.trajectory_problems(pub, work)
-    report("trajectories", not wrong, f"{rows} rows loaded" + (f"; {wrong[:5]}" if wrong else ", every replay 1.0"))
-    if "mcp" not in args.skip:
-        for family, task in tasks.items():
-            t0 = time.time()
-            got = L.mcp_agent(pub, task, home, work)
-            errors = [a for a in got["answers"] if a[1]]
-            score = got["result"].get("score")
-            report(f"mcp {family}", score == 1.0 and not errors,
-                   f"score {score}, tools {sorted(got['tools'])}, {time.time() - t0:.0f}s" + (f"; errors {errors}"
-                                                                                              if errors else ""))
-    if "openenv" not in args.skip:
-        with L.OpenEnvServer(pub, home) as server:
+    # the work folder holds what the checks exported from the dataset (real data for a real export): removed
+    # whatever happens, a check that raises included (its failure is reported, not a traceback)
+    try:
+        splits = L.config_splits(pub, work / "hf")
+        report("load_dataset", all(g == w for g, w in splits.values()),
+               ", ".join(f"{n} {sorted(g)}" + ("" if g == w else f" (want {sorted(w)})")
+                         for n, (g, w) in splits.items()))
+        leaks = L.agent_leaks(pub)
+        report("agent view holds no reference string", not leaks, leaks[:5] or "0 found")
+        rows, wrong = L.trajectory_problems(pub, work)
+        report("trajectories", not wrong, f"{rows} rows loaded" + (f"; {wrong[:5]}" if wrong else ", every replay 1.0"))
+        if "mcp" not in args.skip:
             for family, task in tasks.items():
-                ep, null = L.openenv_episode(server.url, task), L.openenv_episode(server.url, task, act=False)
-                report(f"openenv {family}", ep["last"].reward == 1.0 and null["last"].reward == 0.0,
-                       f"oracle {ep['last'].reward}, nothing {null['last'].reward}, {len(ep['steps'])} steps")
-    if "harbor" not in args.skip:
-        got = L.harbor_trials(pub, home, work / "harbor", tasks)
-        for family in tasks:
-            oracle, null = got[family]
-            report(f"harbor {family}", (oracle, null) == (1.0, 0.0), f"oracle {oracle}, nothing {null}"
-                   + (f"; {json.dumps(got[family + ':output'])[:800]}" if family + ":output" in got else ""))
-    if args.keep:
-        print(f"work files: {work}")
-    else:
-        shutil.rmtree(work, ignore_errors=True)
+                t0 = time.time()
+                got = L.mcp_agent(pub, task, home, work)
+                errors = [a for a in got["answers"] if a[1]]
+                score = got["result"].get("score")
+                report(f"mcp {family}", score == 1.0 and not errors,
+                       f"score {score}, tools {sorted(got['tools'])}, {time.time() - t0:.0f}s" + (f"; errors {errors}"
+                                                                                                  if errors else ""))
+        if "openenv" not in args.skip:
+            with L.OpenEnvServer(pub, home) as server:
+                for family, task in tasks.items():
+                    ep, null = L.openenv_episode(server.url, task), L.openenv_episode(server.url, task, act=False)
+                    report(f"openenv {family}", ep["last"].reward == 1.0 and null["last"].reward == 0.0,
+                           f"oracle {ep['last'].reward}, nothing {null['last'].reward}, {len(ep['steps'])} steps")
+        if "harbor" not in args.skip:
+            got = L.harbor_trials(pub, home, work / "harbor", tasks)
+            for family in tasks:
+                oracle, null = got[family]
+                report(f"harbor {family}", (oracle, null) == (1.0, 0.0), f"oracle {oracle}, nothing {null}"
+                       + (f"; {json.dumps(got[family + ':output'])[:800]}" if family + ":output" in got else ""))
+    except AssertionError as exc:
+        report("a check's own assertion", False, str(exc)[:800] or "assertion failed")
+    finally:
+        if args.keep:
+            print(f"work files: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     print("FAILED: " + ", ".join(failed) if failed else "every check passed")
     return 1 if failed else 0
 
