@@ -45,8 +45,8 @@ Invariants:
 from __future__ import annotations
 
 import bisect
-import json
 import itertools
+import json
 import os
 import re
 import secrets
@@ -731,6 +731,10 @@ class Scrubber:
             self._secret_literals_of = len(self.code_secrets)
         return self._secret_literals
 
+    def has_secret_literals(self) -> bool:
+        """Whether any secret value found so far is one a quoted literal can repeat (`_literals`)."""
+        return self._literals() is not _NEVER
+
     def _pattern(self, sp: pii.Span, code: bool = False) -> str:
         if sp.kind.startswith("secret:"):
             fake = self.fake_secret(sp.value)   # known from now on, for the literals of later code
@@ -1391,7 +1395,7 @@ def settle_secret_literals(anon: Anonymizer, raw: Iterable[Event], rows: list[Ev
     they do not, the literals changed nothing: every other edit of a diff is the same for any set). Returns the
     number of diffs scrubbed again."""
     scrub = anon.scrub
-    if not any(len(v) >= SECRET_LITERAL_MIN and "\n" not in v for v in scrub.code_secrets):
+    if not scrub.has_secret_literals():
         return 0
     literals = scrub._literals()
     at = {r.event_id: i for i, r in enumerate(rows) if r.diff}

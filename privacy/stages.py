@@ -130,6 +130,10 @@ def anonymize(ctx: RunContext) -> StageResult:
         # 2. here, in the dataset's order: every diff given the literals of every secret found, then the last pass
         #    for people in prose (a stream: a person it finds is replaced wherever the paragraph recurs after)
         def literals_settled() -> Iterator:
+            if not anon.scrub.has_secret_literals():   # nothing to settle: the raw events are not read again
+                for rows in scrubbed.drain():
+                    yield from rows
+                return
             raw = parallel.chunked(store.iter("events", dataset), size)   # chunk k of the raw gave chunk k above
             for rows, events in zip(scrubbed.drain(), raw, strict=True):
                 settle_secret_literals(anon, events, rows)
