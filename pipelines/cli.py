@@ -111,7 +111,10 @@ def cmd_run(args) -> int:
 def cmd_ui(args) -> int:
     _env(args, dagster=True)
     os.environ["TASKMINE_EXPORTS"] = str(_exports(args))
-    cmd = ["dagster", "dev", "-m", "pipelines.definitions", "-h", args.host, "-p", str(args.port)]
+    # the `dagster` of this interpreter's environment: `.venv/bin/taskmine ui` runs without the venv on PATH
+    beside = Path(sys.executable).parent / "dagster"
+    cmd = [str(beside) if beside.exists() else "dagster", "dev", "-m", "pipelines.definitions", "-h", args.host,
+           "-p", str(args.port)]
     print(f"Dagster UI on http://{args.host}:{args.port} (exports: {os.environ['TASKMINE_EXPORTS']})", flush=True)
     # on demand: `taskmine --help` loads neither Dagster nor the stages
     from pipelines.runner import run_forwarding_signals
